@@ -1,0 +1,3 @@
+module github.com/spentledger/spent
+
+go 1.26.0

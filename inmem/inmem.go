@@ -1,0 +1,278 @@
+// Package inmem is a map-backed [spent.Store] for tests. It is not for
+// production: it keeps nothing on disk, so a restart forgets every claim.
+//
+// Use [New] in tests of code built on the ledger. [Store.Reopen] simulates a
+// restart that keeps the data, and [Store.Faults] injects store failures,
+// including ambiguous ones (the write happens, then an error is returned).
+//
+// # Guarantees
+//
+// Every operation is atomic under one mutex; DeleteExpired scans the whole map
+// (acceptable for tests only).
+package inmem
+
+import (
+	"context"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/spentledger/spent"
+)
+
+// Faults injects failures. Each hook is called with the operation name
+// ("claim", "claim_batch", "complete", "release", "get", "list_pending",
+// "delete_expired", "reserve_seq"); a non-nil error is returned to the caller.
+// Before runs before the operation (nothing is written), After runs after it
+// (the write happened: an ambiguous failure).
+type Faults struct {
+	Before func(op string) error
+	After  func(op string) error
+}
+
+type data struct {
+	mu      sync.Mutex
+	recs    map[spent.Hash]spent.Record
+	seqs    map[uint32]uint64
+	faults  Faults
+	closed  bool
+	version int
+}
+
+// Store is the map-backed store. It is not for production.
+type Store struct {
+	d       *data
+	version int
+}
+
+var _ spent.Store = (*Store)(nil)
+
+// New returns an empty store.
+func New() *Store {
+	return &Store{d: &data{recs: map[spent.Hash]spent.Record{}, seqs: map[uint32]uint64{}}}
+}
+
+// Reopen returns a new Store over the same data, as a restart of a durable
+// store would; the old Store behaves as closed from then on. For tests.
+func (s *Store) Reopen() *Store {
+	s.d.mu.Lock()
+	defer s.d.mu.Unlock()
+	s.d.version++
+	s.d.closed = false
+	return &Store{d: s.d, version: s.d.version}
+}
+
+// SetFaults installs failure hooks. For tests.
+func (s *Store) SetFaults(f Faults) {
+	s.d.mu.Lock()
+	s.d.faults = f
+	s.d.mu.Unlock()
+}
+
+// Len returns the number of records held, expired or not. For tests.
+func (s *Store) Len() int {
+	s.d.mu.Lock()
+	defer s.d.mu.Unlock()
+	return len(s.d.recs)
+}
+
+// lock takes the mutex and runs the Before hook; the caller must unlock.
+func (s *Store) lock(ctx context.Context, op string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.d.mu.Lock()
+	if s.d.closed || s.version != s.d.version {
+		s.d.mu.Unlock()
+		return spent.ErrClosed
+	}
+	if f := s.d.faults.Before; f != nil {
+		if err := f(op); err != nil {
+			s.d.mu.Unlock()
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Store) after(op string) error {
+	if f := s.d.faults.After; f != nil {
+		return f(op)
+	}
+	return nil
+}
+
+func clone(r spent.Record) spent.Record {
+	r.Fingerprint = append([]byte(nil), r.Fingerprint...)
+	if r.Result != nil {
+		r.Result = append([]byte{}, r.Result...)
+	}
+	return r
+}
+
+func (s *Store) claim(op spent.ClaimOp) (spent.ClaimResult, error) {
+	if err := op.Record.Validate(); err != nil {
+		return spent.ClaimResult{}, err
+	}
+	if r, ok := s.d.recs[op.Record.Key]; ok && !spent.FreeAt(&r, op.Now, op.Retake) {
+		return spent.ClaimResult{Record: clone(r)}, nil
+	}
+	rec := clone(op.Record)
+	s.d.recs[rec.Key] = rec
+	return spent.ClaimResult{Inserted: true, Record: clone(rec)}, nil
+}
+
+// Claim implements [spent.Store].
+func (s *Store) Claim(ctx context.Context, op spent.ClaimOp) (spent.ClaimResult, error) {
+	if err := s.lock(ctx, "claim"); err != nil {
+		return spent.ClaimResult{}, err
+	}
+	defer s.d.mu.Unlock()
+	res, err := s.claim(op)
+	if err != nil {
+		return res, err
+	}
+	return res, s.after("claim")
+}
+
+// ClaimBatch implements [spent.Store].
+func (s *Store) ClaimBatch(ctx context.Context, ops []spent.ClaimOp) ([]spent.ClaimResult, error) {
+	if err := s.lock(ctx, "claim_batch"); err != nil {
+		return nil, err
+	}
+	defer s.d.mu.Unlock()
+	out := make([]spent.ClaimResult, len(ops))
+	for i := range ops {
+		r, err := s.claim(ops[i])
+		if err != nil {
+			return nil, err
+		}
+		out[i] = r
+	}
+	return out, s.after("claim_batch")
+}
+
+func (s *Store) pending(key spent.Hash, seq spent.Seq, now time.Time) (spent.Record, error) {
+	r, ok := s.d.recs[key]
+	if !ok || !r.LiveAt(now) {
+		return r, spent.ErrNotFound
+	}
+	if r.Seq != seq {
+		return r, spent.ErrSeqMismatch
+	}
+	if r.State != spent.StatePending {
+		return r, spent.ErrNotPending
+	}
+	return r, nil
+}
+
+// Complete implements [spent.Store].
+func (s *Store) Complete(ctx context.Context, key spent.Hash, seq spent.Seq, result []byte, now time.Time) (spent.Record, error) {
+	if err := s.lock(ctx, "complete"); err != nil {
+		return spent.Record{}, err
+	}
+	defer s.d.mu.Unlock()
+	r, err := s.pending(key, seq, now)
+	if err == spent.ErrNotPending && string(r.Result) == string(result) {
+		return clone(r), s.after("complete")
+	}
+	if err != nil {
+		return spent.Record{}, err
+	}
+	r.State = spent.StateComplete
+	r.Result = append([]byte{}, result...)
+	r.LeaseUntil = time.Time{}
+	s.d.recs[key] = r
+	return clone(r), s.after("complete")
+}
+
+// Release implements [spent.Store].
+func (s *Store) Release(ctx context.Context, key spent.Hash, seq spent.Seq, now time.Time) error {
+	if err := s.lock(ctx, "release"); err != nil {
+		return err
+	}
+	defer s.d.mu.Unlock()
+	if _, err := s.pending(key, seq, now); err != nil {
+		return err
+	}
+	delete(s.d.recs, key)
+	return s.after("release")
+}
+
+// Get implements [spent.Store].
+func (s *Store) Get(ctx context.Context, key spent.Hash, now time.Time) (spent.Record, error) {
+	if err := s.lock(ctx, "get"); err != nil {
+		return spent.Record{}, err
+	}
+	defer s.d.mu.Unlock()
+	r, ok := s.d.recs[key]
+	if !ok || !r.LiveAt(now) {
+		return spent.Record{}, spent.ErrNotFound
+	}
+	return clone(r), s.after("get")
+}
+
+// ListPending implements [spent.Store].
+func (s *Store) ListPending(ctx context.Context, namespace string, leaseBefore time.Time, limit int) ([]spent.Record, error) {
+	if err := s.lock(ctx, "list_pending"); err != nil {
+		return nil, err
+	}
+	defer s.d.mu.Unlock()
+	var out []spent.Record
+	for _, r := range s.d.recs {
+		if r.State == spent.StatePending && r.LiveAt(leaseBefore) && !r.LeaseUntil.After(leaseBefore) &&
+			(namespace == "" || r.Namespace == namespace) {
+			out = append(out, clone(r))
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].LeaseUntil.Equal(out[j].LeaseUntil) {
+			return out[i].LeaseUntil.Before(out[j].LeaseUntil)
+		}
+		return out[i].Seq.Less(out[j].Seq)
+	})
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out, s.after("list_pending")
+}
+
+// DeleteExpired implements [spent.Store]. It scans the whole map: tests only.
+func (s *Store) DeleteExpired(ctx context.Context, now time.Time, limit int) (int, error) {
+	if err := s.lock(ctx, "delete_expired"); err != nil {
+		return 0, err
+	}
+	defer s.d.mu.Unlock()
+	n := 0
+	for k, r := range s.d.recs {
+		if n >= limit {
+			break
+		}
+		if !r.LiveAt(now) {
+			delete(s.d.recs, k)
+			n++
+		}
+	}
+	return n, s.after("delete_expired")
+}
+
+// ReserveSeq implements [spent.Store].
+func (s *Store) ReserveSeq(ctx context.Context, node uint32, n uint64) (uint64, error) {
+	if err := s.lock(ctx, "reserve_seq"); err != nil {
+		return 0, err
+	}
+	defer s.d.mu.Unlock()
+	first := s.d.seqs[node] + 1
+	s.d.seqs[node] = first + n - 1
+	return first, s.after("reserve_seq")
+}
+
+// Close implements [spent.Store].
+func (s *Store) Close() error {
+	s.d.mu.Lock()
+	defer s.d.mu.Unlock()
+	if s.version == s.d.version {
+		s.d.closed = true
+	}
+	return nil
+}

@@ -1,0 +1,521 @@
+package spent
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"hash"
+	"sort"
+	"sync"
+	"time"
+)
+
+// Limits on claim fields.
+const (
+	// MaxKeyLen is the longest key, in bytes.
+	MaxKeyLen = 512
+	// MaxPlaceLen is the longest place, in bytes.
+	MaxPlaceLen = 256
+	// FingerprintLen is the length of a fingerprint (SHA-256).
+	FingerprintLen = sha256.Size
+	// MinSecretLen is the shortest HMAC secret accepted.
+	MinSecretLen = 32
+	// DefaultMaxResult is the default limit on a stored result.
+	DefaultMaxResult = 1 << 20
+	// MaxBatch is the most claims in one batch.
+	MaxBatch = 10000
+)
+
+// Config configures a Ledger. Build it with [DefaultConfig] and check it with
+// [Config.Validate].
+type Config struct {
+	// Secret keys the HMAC that hashes every key. At least MinSecretLen bytes.
+	// Changing it forgets every record.
+	Secret []byte
+	// Node is this server's node number, the first half of every Seq it
+	// writes. Servers sharing one store need distinct nodes.
+	Node uint32
+	// Namespaces maps each namespace name to its policy.
+	Namespaces map[string]Policy
+	// MaxResult is the largest result accepted, in bytes.
+	MaxResult int
+	// SeqBlock is how many seq counters are reserved from the store at once.
+	SeqBlock uint64
+	// Now is the clock. Tests inject a fake one.
+	Now func() time.Time
+}
+
+// DefaultConfig returns a configuration with one namespace, "default", under
+// [DefaultPolicy], node 1 and the system clock. The secret must still be set.
+func DefaultConfig() Config {
+	return Config{
+		Node:       1,
+		Namespaces: map[string]Policy{"default": DefaultPolicy()},
+		MaxResult:  DefaultMaxResult,
+		SeqBlock:   1 << 16,
+		Now:        time.Now,
+	}
+}
+
+// Validate refuses unusable or unsafe settings.
+func (c *Config) Validate() error {
+	if len(c.Secret) < MinSecretLen {
+		return fmt.Errorf("spent: secret of %d bytes: need at least %d", len(c.Secret), MinSecretLen)
+	}
+	if c.Node == 0 {
+		return errors.New("spent: node must be at least 1")
+	}
+	if len(c.Namespaces) == 0 {
+		return errors.New("spent: no namespaces")
+	}
+	for name, p := range c.Namespaces {
+		if name == "" || len(name) > 64 {
+			return fmt.Errorf("spent: namespace name %q: 1 to 64 bytes", name)
+		}
+		if err := p.Validate(); err != nil {
+			return fmt.Errorf("spent: namespace %q: %w", name, err)
+		}
+	}
+	if c.MaxResult <= 0 {
+		return errors.New("spent: max result must be positive")
+	}
+	if c.SeqBlock == 0 {
+		return errors.New("spent: seq block must be positive")
+	}
+	if c.Now == nil {
+		return errors.New("spent: no clock")
+	}
+	return nil
+}
+
+// Ledger applies namespace policies over a Store. It implements [Service].
+type Ledger struct {
+	store Store
+	cfg   Config
+	macs  sync.Pool
+
+	seqMu   sync.Mutex
+	seqNext uint64
+	seqEnd  uint64
+}
+
+var _ Service = (*Ledger)(nil)
+
+// NewLedger validates cfg and returns a Ledger over store. It reserves a first
+// block of seq counters, so it fails when the store is unwell.
+func NewLedger(ctx context.Context, store Store, cfg Config) (*Ledger, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	l := &Ledger{store: store, cfg: cfg}
+	secret := append([]byte(nil), cfg.Secret...)
+	l.macs.New = func() any { return hmac.New(sha256.New, secret) }
+	if err := l.reserve(ctx); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// Store returns the ledger's store.
+func (l *Ledger) Store() Store { return l.store }
+
+// Policy returns the policy of a namespace and whether it exists.
+func (l *Ledger) Policy(namespace string) (Policy, bool) {
+	p, ok := l.cfg.Namespaces[namespace]
+	return p, ok
+}
+
+// Namespaces returns the configured namespace names, sorted.
+func (l *Ledger) Namespaces() []string {
+	names := make([]string, 0, len(l.cfg.Namespaces))
+	for n := range l.cfg.Namespaces {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Now returns the ledger's time.
+func (l *Ledger) Now() time.Time { return l.cfg.Now() }
+
+// HashKey returns the stored form of key in namespace:
+// HMAC-SHA256(secret, uint16be(len(namespace)) ‖ namespace ‖ key)[:16].
+// The length prefix keeps ("ab","c") and ("a","bc") apart.
+func (l *Ledger) HashKey(namespace, key string) Hash {
+	m := l.macs.Get().(hash.Hash)
+	m.Reset()
+	var sum [sha256.Size]byte
+	var pre [2]byte
+	pre[0], pre[1] = byte(len(namespace)>>8), byte(len(namespace))
+	m.Write(pre[:])
+	m.Write([]byte(namespace))
+	m.Write([]byte(key))
+	m.Sum(sum[:0])
+	l.macs.Put(m)
+	var h Hash
+	copy(h[:], sum[:HashSize])
+	return h
+}
+
+func (l *Ledger) reserve(ctx context.Context) error {
+	first, err := l.store.ReserveSeq(ctx, l.cfg.Node, l.cfg.SeqBlock)
+	if err != nil {
+		return &Error{Code: EUnavailable, Message: "reserving seq", Err: err}
+	}
+	l.seqNext, l.seqEnd = first, first+l.cfg.SeqBlock
+	return nil
+}
+
+func (l *Ledger) nextSeq(ctx context.Context) (Seq, error) {
+	l.seqMu.Lock()
+	defer l.seqMu.Unlock()
+	if l.seqNext >= l.seqEnd {
+		if err := l.reserve(ctx); err != nil {
+			return Seq{}, err
+		}
+	}
+	s := Seq{Node: l.cfg.Node, Counter: l.seqNext}
+	l.seqNext++
+	return s, nil
+}
+
+// policy returns the namespace's policy or an EUnknownNamespace error.
+func (l *Ledger) policy(ns string) (Policy, error) {
+	p, ok := l.cfg.Namespaces[ns]
+	if !ok {
+		return p, Errorf(EUnknownNamespace, "unknown namespace %q", ns)
+	}
+	return p, nil
+}
+
+func checkKey(key string) error {
+	if key == "" {
+		return Errorf(EInvalid, "empty key")
+	}
+	if len(key) > MaxKeyLen {
+		return Errorf(EKeyTooLong, "key of %d bytes: at most %d", len(key), MaxKeyLen)
+	}
+	return nil
+}
+
+// prepare validates c and builds the store op for it at now.
+func (l *Ledger) prepare(ctx context.Context, c *Claim, now time.Time) (ClaimOp, Policy, error) {
+	p, err := l.policy(c.Namespace)
+	if err != nil {
+		return ClaimOp{}, p, err
+	}
+	if err := checkKey(c.Key); err != nil {
+		return ClaimOp{}, p, err
+	}
+	if n := len(c.Fingerprint); n != 0 && n != FingerprintLen {
+		return ClaimOp{}, p, Errorf(EInvalid, "fingerprint of %d bytes: want %d (SHA-256)", n, FingerprintLen)
+	}
+	if len(c.Place) > MaxPlaceLen {
+		return ClaimOp{}, p, Errorf(EInvalid, "place of %d bytes: at most %d", len(c.Place), MaxPlaceLen)
+	}
+	if len(c.Result) > l.cfg.MaxResult {
+		return ClaimOp{}, p, Errorf(ETooLarge, "result of %d bytes: at most %d", len(c.Result), l.cfg.MaxResult)
+	}
+	exp := c.ExpiresAt
+	if exp.IsZero() {
+		exp = now.Add(p.Retention)
+	} else if !exp.After(now) {
+		return ClaimOp{}, p, Errorf(EInvalid, "expires_at %s is not in the future", exp.Format(time.RFC3339Nano))
+	}
+	seq, err := l.nextSeq(ctx)
+	if err != nil {
+		return ClaimOp{}, p, err
+	}
+	rec := Record{
+		Namespace:   c.Namespace,
+		Key:         l.HashKey(c.Namespace, c.Key),
+		FirstSeen:   now,
+		Place:       c.Place,
+		Fingerprint: c.Fingerprint,
+		ExpiresAt:   exp,
+		Seq:         seq,
+	}
+	if p.StoreRawKey {
+		rec.RawKey = c.Key
+	}
+	if c.Result != nil {
+		rec.State = StateComplete
+		rec.Result = c.Result
+	} else {
+		rec.State = StatePending
+		rec.LeaseUntil = now.Add(p.Lease)
+		if rec.LeaseUntil.After(exp) {
+			rec.LeaseUntil = exp
+		}
+	}
+	return ClaimOp{Record: rec, Now: now, Retake: p.OnLeaseExpiry == Retake}, p, nil
+}
+
+// answer turns a store's answer into an outcome under policy p.
+func answer(p Policy, c *Claim, op *ClaimOp, res ClaimResult) Result {
+	if res.Inserted {
+		return Result{Outcome: Fresh, Record: res.Record}
+	}
+	r := res.Record
+	out := Result{Record: r}
+	if p.Mode == ModeEcho && !sameFingerprint(r.Fingerprint, c.Fingerprint) {
+		out.Outcome = Mismatch
+		out.Record.Result = nil
+		return out
+	}
+	if r.State == StatePending {
+		out.Outcome = InProgress
+		if r.LeaseExpiredAt(op.Now) {
+			out.Unknown = true
+		} else {
+			out.RetryAfter = r.LeaseUntil.Sub(op.Now)
+		}
+		return out
+	}
+	if p.Mode == ModeRefuse {
+		out.Outcome = Refused
+		out.Record.Result = nil
+		return out
+	}
+	out.Outcome = Replayed
+	return out
+}
+
+func sameFingerprint(a, b []byte) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// Claim records the first claim of c.Key in c.Namespace, or answers from the
+// stored record. It returns only once the answer is durable. Store failures
+// are returned as EUnavailable errors (never fresh); a failed write that may
+// have committed is read back first (invariant 8).
+func (l *Ledger) Claim(ctx context.Context, c Claim) (Result, error) {
+	now := l.cfg.Now()
+	op, p, err := l.prepare(ctx, &c, now)
+	if err != nil {
+		return Result{}, err
+	}
+	res, err := l.store.Claim(ctx, op)
+	if err != nil {
+		return l.resolve(ctx, p, &c, &op, err)
+	}
+	return answer(p, &c, &op, res), nil
+}
+
+// resolve settles an ambiguous claim by reading the key back: its own seq
+// means the write happened (fresh); another record gives the normal second
+// answer; no record, or no answer from the store, is a retryable error.
+func (l *Ledger) resolve(ctx context.Context, p Policy, c *Claim, op *ClaimOp, cause error) (Result, error) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	r, err := l.store.Get(rctx, op.Record.Key, op.Now)
+	if err != nil {
+		return Result{}, &Error{Code: EUnavailable, Message: "claim failed and could not be read back", Err: cause}
+	}
+	if r.Seq == op.Record.Seq {
+		return Result{Outcome: Fresh, Record: r}, nil
+	}
+	if FreeAt(&r, op.Now, op.Retake) {
+		return Result{}, &Error{Code: EUnavailable, Message: "claim failed; key still free, retry", Err: cause}
+	}
+	return answer(p, c, op, ClaimResult{Record: r}), nil
+}
+
+// ClaimBatch answers each claim in order, as Claim would, with everything
+// durable on return. A malformed claim rejects the whole batch before
+// anything is written.
+func (l *Ledger) ClaimBatch(ctx context.Context, cs []Claim) ([]Result, error) {
+	if len(cs) > MaxBatch {
+		return nil, Errorf(ETooLarge, "batch of %d claims: at most %d", len(cs), MaxBatch)
+	}
+	now := l.cfg.Now()
+	ops := make([]ClaimOp, len(cs))
+	pols := make([]Policy, len(cs))
+	for i := range cs {
+		op, p, err := l.prepare(ctx, &cs[i], now)
+		if err != nil {
+			var e *Error
+			if errors.As(err, &e) {
+				return nil, &Error{Code: e.Code, Message: fmt.Sprintf("claims[%d]: %s", i, e.Message), Err: e.Err}
+			}
+			return nil, err
+		}
+		ops[i], pols[i] = op, p
+	}
+	res, err := l.store.ClaimBatch(ctx, ops)
+	out := make([]Result, len(cs))
+	if err != nil {
+		for i := range cs {
+			r, rerr := l.resolve(ctx, pols[i], &cs[i], &ops[i], err)
+			if rerr != nil {
+				return nil, rerr
+			}
+			out[i] = r
+		}
+		return out, nil
+	}
+	if len(res) != len(ops) {
+		return nil, &Error{Code: EInternal, Message: fmt.Sprintf("store answered %d of %d claims", len(res), len(ops))}
+	}
+	for i := range cs {
+		out[i] = answer(pols[i], &cs[i], &ops[i], res[i])
+	}
+	return out, nil
+}
+
+// target finds the pending record a Completion or Release addresses and
+// checks that the caller may end it.
+func (l *Ledger) target(ctx context.Context, ns, key string, h Hash, seq Seq, force bool, now time.Time) (Record, error) {
+	if _, err := l.policy(ns); err != nil {
+		return Record{}, err
+	}
+	if key != "" {
+		if err := checkKey(key); err != nil {
+			return Record{}, err
+		}
+		h = l.HashKey(ns, key)
+	} else if h.IsZero() {
+		return Record{}, Errorf(EInvalid, "neither key nor hash given")
+	}
+	r, err := l.store.Get(ctx, h, now)
+	if err != nil {
+		return Record{}, storeError(err)
+	}
+	if r.Namespace != ns {
+		return Record{}, Errorf(ENotFound, "no live record for this key")
+	}
+	if r.State != StatePending {
+		return r, Errorf(ENotPending, "record is already complete")
+	}
+	switch {
+	case !seq.IsZero() && seq != r.Seq:
+		return r, Errorf(ESeqMismatch, "record %s was written by another claim", r.Seq)
+	case seq.IsZero() && !force && r.LeaseExpiredAt(now):
+		return r, Errorf(ELeaseExpired, "lease ran out at %s; an operator must resolve this outcome", r.LeaseUntil.Format(time.RFC3339Nano))
+	}
+	return r, nil
+}
+
+// Complete stores the result of a fresh two-step claim, durable on return. See
+// [Completion] for who may complete what.
+func (l *Ledger) Complete(ctx context.Context, c Completion) (Record, error) {
+	if len(c.Result) > l.cfg.MaxResult {
+		return Record{}, Errorf(ETooLarge, "result of %d bytes: at most %d", len(c.Result), l.cfg.MaxResult)
+	}
+	now := l.cfg.Now()
+	r, err := l.target(ctx, c.Namespace, c.Key, c.Hash, c.Seq, c.Force, now)
+	if err != nil {
+		return r, err
+	}
+	result := c.Result
+	if result == nil {
+		result = []byte{}
+	}
+	rec, err := l.store.Complete(ctx, r.Key, r.Seq, result, now)
+	if err != nil {
+		return Record{}, storeError(err)
+	}
+	return rec, nil
+}
+
+// Release rolls back a fresh two-step claim: its key is forgotten, so the
+// next claim is fresh. See [Release] for who may release what.
+func (l *Ledger) Release(ctx context.Context, rel Release) error {
+	now := l.cfg.Now()
+	r, err := l.target(ctx, rel.Namespace, rel.Key, rel.Hash, rel.Seq, rel.Force, now)
+	if err != nil {
+		return err
+	}
+	return storeError(l.store.Release(ctx, r.Key, r.Seq, now))
+}
+
+// Get returns the live record of key in namespace, or an ENotFound error.
+func (l *Ledger) Get(ctx context.Context, namespace, key string) (Record, error) {
+	if _, err := l.policy(namespace); err != nil {
+		return Record{}, err
+	}
+	if err := checkKey(key); err != nil {
+		return Record{}, err
+	}
+	r, err := l.store.Get(ctx, l.HashKey(namespace, key), l.cfg.Now())
+	if err != nil {
+		return Record{}, storeError(err)
+	}
+	return r, nil
+}
+
+// Unknown lists up to limit unknown outcomes: pending records of hold
+// namespaces whose lease has run out. An empty namespace lists all hold
+// namespaces. Operators resolve them with Complete or Release with Force.
+func (l *Ledger) Unknown(ctx context.Context, namespace string, limit int) ([]Record, error) {
+	if namespace != "" {
+		p, err := l.policy(namespace)
+		if err != nil {
+			return nil, err
+		}
+		if p.OnLeaseExpiry != Hold {
+			return nil, nil
+		}
+	}
+	if limit <= 0 || limit > MaxBatch {
+		limit = MaxBatch
+	}
+	recs, err := l.store.ListPending(ctx, namespace, l.cfg.Now(), limit)
+	if err != nil {
+		return nil, storeError(err)
+	}
+	// Expired leases in retake namespaces are not unknown outcomes: the next
+	// claim takes them over.
+	out := recs[:0]
+	for _, r := range recs {
+		if p, ok := l.cfg.Namespaces[r.Namespace]; ok && p.OnLeaseExpiry == Hold {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// Sweep forgets expired records in batches of batch until none are left, and
+// returns how many it removed.
+func (l *Ledger) Sweep(ctx context.Context, batch int) (int, error) {
+	total := 0
+	for {
+		n, err := l.store.DeleteExpired(ctx, l.cfg.Now(), batch)
+		total += n
+		if err != nil {
+			return total, storeError(err)
+		}
+		if n < batch {
+			return total, nil
+		}
+	}
+}
+
+// storeError maps a store error to a domain error.
+func storeError(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrNotFound):
+		return Errorf(ENotFound, "no live record for this key")
+	case errors.Is(err, ErrNotPending):
+		return Errorf(ENotPending, "record is already complete")
+	case errors.Is(err, ErrSeqMismatch):
+		return Errorf(ESeqMismatch, "record was written by another claim")
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return err
+	}
+	return &Error{Code: EUnavailable, Message: "store failure", Err: err}
+}

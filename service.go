@@ -1,0 +1,84 @@
+package spent
+
+import (
+	"context"
+	"time"
+)
+
+// Claim is one claim of a key.
+type Claim struct {
+	// Namespace names a configured namespace.
+	Namespace string `json:"namespace"`
+	// Key is the caller's key, 1 to MaxKeyLen bytes.
+	Key string `json:"key"`
+	// Fingerprint is the SHA-256 of the canonical request bytes (32 bytes) or
+	// empty. In echo mode a repeat with another fingerprint is a mismatch.
+	Fingerprint []byte `json:"fingerprint,omitempty"`
+	// Place says who is claiming: a gate, a node, a relay.
+	Place string `json:"place,omitempty"`
+	// Result, when non-nil, makes the claim one-step: the result is stored in
+	// the same atomic write and the record is complete at once. Use []byte{}
+	// for an empty result.
+	Result []byte `json:"result,omitempty"`
+	// ExpiresAt, when set, overrides the namespace's retention for this key.
+	ExpiresAt time.Time `json:"expires_at,omitzero"`
+}
+
+// Result is the answer to a Claim.
+type Result struct {
+	// Outcome is fresh, replayed, in_progress, refused or mismatch.
+	Outcome Outcome
+	// Record is the record just written (fresh) or the stored one. On
+	// replayed, Record.Result holds the stored bytes exactly.
+	Record Record
+	// Unknown is set with InProgress when the record's lease ran out under the
+	// hold policy: its outcome is unknown until an operator resolves it.
+	Unknown bool
+	// RetryAfter is set with InProgress while the lease runs: how long until it
+	// ends.
+	RetryAfter time.Duration
+}
+
+// Completion ends a fresh two-step claim with its result.
+type Completion struct {
+	Namespace string
+	// Key is the caller's key. When empty, Hash addresses the record instead
+	// (operators resolving unknown outcomes know only the hash).
+	Key  string
+	Hash Hash
+	// Seq, when set, must be the seq the fresh claim returned. Without it the
+	// lease must still run, unless Force is set.
+	Seq    Seq
+	Result []byte
+	// Force completes the pending record even after its lease ran out: the
+	// operator's resolution of an unknown outcome (admin scope over HTTP).
+	Force bool
+}
+
+// Release rolls back a fresh two-step claim, forgetting its key.
+type Release struct {
+	Namespace string
+	// Key or, when empty, Hash addresses the record, as in Completion.
+	Key  string
+	Hash Hash
+	// Seq and Force as in Completion.
+	Seq   Seq
+	Force bool
+}
+
+// Service is what both the in-process [Ledger] and the HTTP client offer.
+type Service interface {
+	// Claim records the first claim of a key or answers from the record.
+	Claim(ctx context.Context, c Claim) (Result, error)
+	// ClaimBatch answers each claim in order; everything is durable on return.
+	ClaimBatch(ctx context.Context, cs []Claim) ([]Result, error)
+	// Complete stores the result of a fresh two-step claim.
+	Complete(ctx context.Context, c Completion) (Record, error)
+	// Release rolls back a fresh two-step claim.
+	Release(ctx context.Context, r Release) error
+	// Get returns the live record of a key.
+	Get(ctx context.Context, namespace, key string) (Record, error)
+	// Unknown lists up to limit unknown outcomes of a hold namespace: pending
+	// records whose lease ran out. An empty namespace lists all.
+	Unknown(ctx context.Context, namespace string, limit int) ([]Record, error)
+}

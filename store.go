@@ -1,0 +1,95 @@
+package spent
+
+import (
+	"context"
+	"time"
+)
+
+// ClaimOp asks a store to record a first claim.
+type ClaimOp struct {
+	// Record is written if the key is free. Its Seq is never zero.
+	Record Record
+	// Now is the ledger's time for this claim. A store judges expiry and leases
+	// by Now, never by its own clock, so that every store agrees with the
+	// ledger (and with a fake clock in tests).
+	Now time.Time
+	// Retake allows replacing a pending record whose lease has run out at Now.
+	Retake bool
+}
+
+// ClaimResult is a store's answer to a ClaimOp.
+type ClaimResult struct {
+	// Inserted is true when Record is the record just written.
+	Inserted bool
+	// Record is the record just written, or the live record that prevented the
+	// write.
+	Record Record
+}
+
+// Store is the durable memory under a Ledger. Every method is safe for
+// concurrent use. Stores never interpret policies beyond what a method's
+// arguments say; they only make each operation atomic and durable.
+//
+// A key is free at time now when no record exists for it, when its record has
+// expired (now >= ExpiresAt), or when the op allows a retake and the record is
+// pending with now >= LeaseUntil.
+type Store interface {
+	// Claim atomically writes op.Record if its key is free at op.Now and
+	// reports Inserted; otherwise it writes nothing and returns the live record.
+	// Of any number of concurrent Claims of one key, at most one is Inserted.
+	// When Claim returns without error the answer is durable: the inserted
+	// record (or the record returned, whoever wrote it) survives a crash. An
+	// error leaves the outcome unknown: the write may or may not have happened.
+	Claim(ctx context.Context, op ClaimOp) (ClaimResult, error)
+
+	// ClaimBatch applies each op as Claim does, in order (an op sees the
+	// records of earlier ops on the same key), and returns one result per op.
+	// Each op is atomic on its own; the batch as a whole is not. Everything is
+	// durable when ClaimBatch returns without error.
+	ClaimBatch(ctx context.Context, ops []ClaimOp) ([]ClaimResult, error)
+
+	// Complete atomically turns the live pending record of key, written with
+	// seq, into a complete record holding result. It returns the updated
+	// record, durable on return. Completing a record that is already complete
+	// with the same seq and identical result bytes succeeds again (so an
+	// ambiguous completion can be retried). Errors: ErrNotFound when no live
+	// record exists at now, ErrSeqMismatch when the record carries another seq,
+	// ErrNotPending when it is complete (with other bytes).
+	Complete(ctx context.Context, key Hash, seq Seq, result []byte, now time.Time) (Record, error)
+
+	// Release atomically deletes the live pending record of key written with
+	// seq, durable on return. Errors: ErrNotFound, ErrSeqMismatch,
+	// ErrNotPending, as for Complete.
+	Release(ctx context.Context, key Hash, seq Seq, now time.Time) error
+
+	// Get returns the live record of key at now, or ErrNotFound. It never
+	// returns a record that is not yet durable.
+	Get(ctx context.Context, key Hash, now time.Time) (Record, error)
+
+	// ListPending returns up to limit pending records of namespace whose lease
+	// ran out at or before leaseBefore and that are still live at
+	// leaseBefore, oldest lease first. An empty namespace lists all.
+	ListPending(ctx context.Context, namespace string, leaseBefore time.Time, limit int) ([]Record, error)
+
+	// DeleteExpired forgets up to limit records with ExpiresAt <= now and
+	// returns how many it removed. It must cost time in proportion to what it
+	// removes, not to what the store holds.
+	DeleteExpired(ctx context.Context, now time.Time, limit int) (int, error)
+
+	// ReserveSeq durably reserves n counters for node and returns the first;
+	// the block [first, first+n) is never returned again for node, across
+	// restarts.
+	ReserveSeq(ctx context.Context, node uint32, n uint64) (first uint64, err error)
+
+	// Close releases the store. In-flight calls finish or fail with ErrClosed.
+	Close() error
+}
+
+// FreeAt reports whether a key whose live record is r is free for a claim at
+// now, as [Store.Claim] defines it. Stores use it so that they all agree.
+func FreeAt(r *Record, now time.Time, retake bool) bool {
+	if !r.LiveAt(now) {
+		return true
+	}
+	return retake && r.LeaseExpiredAt(now)
+}
