@@ -1,0 +1,236 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+
+	"github.com/spf13/cobra"
+
+	"github.com/spentledger/spent"
+)
+
+// Exit statuses. Errors that carry a spent error code exit with that code's
+// status (see exitCodes), so that scripts can tell a retryable outage from a
+// final refusal without parsing text.
+const (
+	// ExitOK is the status of a command that did its work; every claim
+	// outcome, fresh or not, is a success.
+	ExitOK = 0
+	// ExitError is the status of an error without a more precise code
+	// (spent.EInternal among them).
+	ExitError = 1
+	// ExitUsage is the status of bad flags, arguments or configuration.
+	ExitUsage = 2
+)
+
+// exitCodes maps each spent error code to its exit status. The table is part
+// of the command's interface: entries are added, never renumbered.
+var exitCodes = map[string]int{
+	spent.EInternal:         ExitError,
+	spent.EInvalid:          3,
+	spent.EUnknownNamespace: 4,
+	spent.EKeyTooLong:       5,
+	spent.ETooLarge:         6,
+	spent.ENotFound:         7,
+	spent.ENotPending:       8,
+	spent.ESeqMismatch:      9,
+	spent.ELeaseExpired:     10,
+	spent.EUnauthorized:     11,
+	spent.EForbidden:        12,
+	spent.EUnavailable:      13,
+}
+
+// ExitCode returns the exit status for err: ExitOK for nil, ExitUsage for a
+// usage or configuration error, the status of err's spent error code
+// otherwise. The HTTP client reports a server it cannot reach as
+// spent.EUnavailable.
+func ExitCode(err error) int {
+	if err == nil {
+		return ExitOK
+	}
+	var ue *usageError
+	if errors.As(err, &ue) {
+		return ExitUsage
+	}
+	if c, ok := exitCodes[spent.ErrorCode(err)]; ok {
+		return c
+	}
+	return ExitError
+}
+
+// usageError marks bad flags, arguments or configuration.
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+func usagef(format string, args ...any) error {
+	return &usageError{fmt.Errorf(format, args...)}
+}
+
+// Main is one run of the spent program. Build it with [NewMain], then call
+// ParseFlags, Run and Close, or Execute, which does all three. End-to-end
+// tests build one with their own Stdout, Stderr and Getenv.
+type Main struct {
+	// Stdin, Stdout and Stderr are the command's streams.
+	Stdin  io.Reader
+	Stdout io.Writer
+	Stderr io.Writer
+	// Getenv reads environment variables (SPENT_ADDR, SPENT_TOKEN and the
+	// config file's token_env).
+	Getenv func(string) string
+	// ConnState, when set, is called on every state change of a connection to
+	// the serve command's HTTP server. For tests, which use it to know that a
+	// request is in flight.
+	ConnState func(net.Conn, http.ConnState)
+
+	// run is the selected command's work, set by ParseFlags.
+	run func(ctx context.Context) error
+
+	mu      sync.Mutex
+	closers []func() error
+}
+
+// NewMain returns a Main on the process's standard streams and environment.
+func NewMain() *Main {
+	return &Main{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv}
+}
+
+// Execute parses args, runs the selected command and closes what it opened.
+// It reports an error on Stderr and returns the exit status.
+func (m *Main) Execute(ctx context.Context, args []string) int {
+	err := m.ParseFlags(ctx, args)
+	if err == nil {
+		err = m.Run(ctx)
+	}
+	if cerr := m.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		m.report(err)
+	}
+	return ExitCode(err)
+}
+
+// report writes err to Stderr with its code.
+func (m *Main) report(err error) {
+	msg := err.Error()
+	if !strings.HasPrefix(msg, "spent: ") {
+		msg = "spent: " + msg
+	}
+	fmt.Fprintln(m.Stderr, msg)
+}
+
+// ParseFlags parses args (without the program name) and selects the command
+// to run. A --help request selects nothing: Run then does nothing. Errors are
+// usage errors: bad flags, arguments or configuration.
+func (m *Main) ParseFlags(ctx context.Context, args []string) error {
+	if args == nil {
+		args = []string{}
+	}
+	root := m.rootCommand()
+	root.SetArgs(args)
+	root.SetIn(m.Stdin)
+	root.SetOut(m.Stdout)
+	root.SetErr(m.Stderr)
+	if _, err := root.ExecuteContextC(ctx); err != nil {
+		var ue *usageError
+		if errors.As(err, &ue) {
+			return err
+		}
+		return &usageError{err}
+	}
+	return nil
+}
+
+// Run runs the command ParseFlags selected. For serve it returns once ctx is
+// cancelled and the server has shut down gracefully.
+func (m *Main) Run(ctx context.Context) error {
+	if m.run == nil {
+		return nil
+	}
+	return m.run(ctx)
+}
+
+// Close releases whatever Run left open, in reverse order. It is safe to call
+// more than once.
+func (m *Main) Close() error {
+	m.mu.Lock()
+	cs := m.closers
+	m.closers = nil
+	m.mu.Unlock()
+	var errs []error
+	for i := len(cs) - 1; i >= 0; i-- {
+		errs = append(errs, cs[i]())
+	}
+	return errors.Join(errs...)
+}
+
+// onClose registers f to run at Close.
+func (m *Main) onClose(f func() error) {
+	m.mu.Lock()
+	m.closers = append(m.closers, sync.OnceValue(f))
+	m.mu.Unlock()
+}
+
+func (m *Main) getenv(k string) string {
+	if m.Getenv == nil {
+		return ""
+	}
+	return m.Getenv(k)
+}
+
+// rootCommand builds the command tree. Each command's RunE only records the
+// work in m.run, so that parsing stays separate from running.
+func (m *Main) rootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "spent",
+		Short: "spent is a double-spend ledger: it lets a service accept something exactly once",
+		Long: `spent is a double-spend ledger: the smallest durable memory that lets a service
+accept something exactly once. "spent serve" runs the server on the embedded
+store; the other commands talk to a running server.`,
+		SilenceUsage:      true,
+		SilenceErrors:     true,
+		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
+	}
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return &usageError{fmt.Errorf("%s: %w (see %s --help)", c.CommandPath(), err, c.CommandPath())}
+	})
+	root.AddCommand(
+		m.serveCommand(),
+		m.claimCommand(),
+		m.completeCommand(),
+		m.releaseCommand(),
+		m.getCommand(),
+		m.unknownCommand(),
+		m.benchCommand(),
+	)
+	return root
+}
+
+// minArgs is cobra.MinimumNArgs with a usage error that names the argument.
+func minArgs(n int, what string) cobra.PositionalArgs {
+	return func(c *cobra.Command, args []string) error {
+		if len(args) < n {
+			return usagef("%s: missing %s (see %s --help)", c.CommandPath(), what, c.CommandPath())
+		}
+		return nil
+	}
+}
+
+// exactArgs is cobra.ExactArgs with a usage error that names the arguments.
+func exactArgs(n int, what string) cobra.PositionalArgs {
+	return func(c *cobra.Command, args []string) error {
+		if len(args) != n {
+			return usagef("%s: want %s, got %d arguments (see %s --help)", c.CommandPath(), what, len(args), c.CommandPath())
+		}
+		return nil
+	}
+}

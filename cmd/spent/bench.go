@@ -1,0 +1,450 @@
+package main
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/spentledger/spent"
+	"github.com/spentledger/spent/pebble"
+)
+
+// benchConfig is what the bench command was asked to do.
+type benchConfig struct {
+	client      clientFlags
+	embedded    bool
+	data        string
+	concurrency int
+	duration    time.Duration
+	batch       int
+	keys        int
+	repeat      float64
+	resultSize  int
+}
+
+func (m *Main) benchCommand() *cobra.Command {
+	var bc benchConfig
+	c := &cobra.Command{
+		Use:   "bench [flags]",
+		Short: "Generate claim load against a server or an embedded store and report claims/s and latency",
+		Long: `Generate claim load and report throughput, latency percentiles and outcomes.
+
+The load goes to a server (--addr, through the HTTP client) or, with
+--embedded, to a ledger in this process over a pebble store opened in --data
+(default: a temporary directory, removed afterwards). Each of --concurrency
+workers sends one-step claims (a result of --result-size bytes), --batch claims
+per request, until --duration has passed.
+
+Keys: with --keys 0 every claim takes a key never used before (fresh); with
+--keys N the claims cycle through N keys, so after the first N claims every
+claim repeats one. Independently, a --repeat share of the claims reuses a key
+this worker claimed before (replayed). Keys carry a per-run random prefix, so
+two runs never share keys.
+
+A progress line goes to stderr once a second. At the end a table (or, with
+--json, one JSON object) gives claims/s, p50/p99/p99.9 and max latency per
+request, counts per outcome and errors. Latencies come from an HDR-style
+log-linear histogram (under 0.8% relative error).`,
+		Example: `  spent bench --embedded --duration 10s
+  spent bench --addr http://127.0.0.1:7070 --concurrency 32 --batch 100 --repeat 0.1
+  spent bench --embedded --duration 5s --json`,
+		Args: exactArgs(0, "no arguments"),
+		RunE: func(c *cobra.Command, _ []string) error {
+			switch {
+			case bc.concurrency < 1 || bc.concurrency > 10000:
+				return usagef("--concurrency %d: want 1 to 10000", bc.concurrency)
+			case bc.duration <= 0:
+				return usagef("--duration %s: must be positive", bc.duration)
+			case bc.batch < 1 || bc.batch > spent.MaxBatch:
+				return usagef("--batch %d: want 1 to %d", bc.batch, spent.MaxBatch)
+			case bc.keys < 0:
+				return usagef("--keys %d: must not be negative", bc.keys)
+			case bc.repeat < 0 || bc.repeat > 1:
+				return usagef("--repeat %g: want a ratio from 0 to 1", bc.repeat)
+			case bc.resultSize < 0 || bc.resultSize > spent.DefaultMaxResult:
+				return usagef("--result-size %d: want 0 to %d", bc.resultSize, spent.DefaultMaxResult)
+			case bc.embedded && c.Flags().Changed("addr"):
+				return usagef("--embedded and --addr: give one, not both")
+			case !bc.embedded && c.Flags().Changed("data"):
+				return usagef("--data goes with --embedded")
+			}
+			m.run = func(ctx context.Context) error { return m.bench(ctx, bc) }
+			return nil
+		},
+	}
+	f := c.Flags()
+	addClientFlags(f, &bc.client, "default", "`namespace` to claim in")
+	f.BoolVar(&bc.embedded, "embedded", false, "run a ledger over a pebble store in this process instead of using a server")
+	f.StringVar(&bc.data, "data", "", "with --embedded: data `directory` (default: a temporary one, removed afterwards)")
+	f.IntVar(&bc.concurrency, "concurrency", 16, "concurrent workers, each with one request in flight")
+	f.DurationVar(&bc.duration, "duration", 10*time.Second, "how long to generate load")
+	f.IntVar(&bc.batch, "batch", 1, "claims per request (1: single claims)")
+	f.IntVar(&bc.keys, "keys", 0, "key space size (0: every claim takes a fresh key)")
+	f.Float64Var(&bc.repeat, "repeat", 0, "share of claims (0 to 1) that reuse a key claimed before")
+	f.IntVar(&bc.resultSize, "result-size", 16, "size of each claim's result in `bytes`")
+	return c
+}
+
+// benchReport is the outcome of a bench run; --json prints it as is.
+type benchReport struct {
+	Target          string           `json:"target"`
+	Concurrency     int              `json:"concurrency"`
+	Batch           int              `json:"batch"`
+	Keys            int              `json:"keys"`
+	Repeat          float64          `json:"repeat"`
+	DurationSeconds float64          `json:"duration_seconds"`
+	Claims          int64            `json:"claims"`
+	Requests        int64            `json:"requests"`
+	ClaimsPerSecond float64          `json:"claims_per_second"`
+	Latency         benchLatency     `json:"latency_ms"`
+	Outcomes        map[string]int64 `json:"outcomes"`
+	Errors          int64            `json:"errors"`
+	ErrorsByCode    map[string]int64 `json:"errors_by_code,omitempty"`
+	// FirstError is the message of the first error seen, if any.
+	FirstError string `json:"first_error,omitempty"`
+}
+
+// benchLatency holds request latencies in milliseconds.
+type benchLatency struct {
+	P50  float64 `json:"p50"`
+	P99  float64 `json:"p99"`
+	P999 float64 `json:"p999"`
+	Max  float64 `json:"max"`
+}
+
+// bench runs the load and prints the report.
+func (m *Main) bench(ctx context.Context, bc benchConfig) error {
+	svc, target, cleanup, err := m.benchService(ctx, bc)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+
+	var prefix [6]byte
+	if _, err := crand.Read(prefix[:]); err != nil {
+		return err
+	}
+	run := &benchRun{
+		cfg:    bc,
+		svc:    svc,
+		prefix: "bench-" + hex.EncodeToString(prefix[:]) + "-",
+		result: make([]byte, bc.resultSize),
+	}
+	for i := range run.result {
+		run.result[i] = 'a' + byte(i%26)
+	}
+
+	stopProgress := m.benchProgress(&run.claims)
+	start := time.Now()
+	deadline := start.Add(bc.duration)
+	workers := make([]*benchWorker, bc.concurrency)
+	var wg sync.WaitGroup
+	for i := range workers {
+		w := &benchWorker{run: run, rnd: rand.New(rand.NewPCG(uint64(i), uint64(time.Now().UnixNano()))), errs: map[string]int64{}}
+		workers[i] = w
+		wg.Go(func() { w.loop(ctx, deadline) })
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	stopProgress()
+
+	rep := run.report(workers, target, elapsed)
+	if bc.client.json {
+		b, err := json.Marshal(rep)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(m.Stdout, "%s\n", b)
+		return err
+	}
+	return rep.print(m.Stdout)
+}
+
+// benchService returns the service to load: the HTTP client, or a ledger over
+// a pebble store in this process. cleanup closes and removes what it opened.
+func (m *Main) benchService(ctx context.Context, bc benchConfig) (svc spent.Service, target string, cleanup func(), err error) {
+	if !bc.embedded {
+		svc := m.service(&bc.client)
+		addr := bc.client.addr
+		if addr == "" {
+			addr = m.getenv("SPENT_ADDR")
+		}
+		if addr == "" {
+			addr = defaultAddr
+		}
+		return svc, addr, func() {}, nil
+	}
+	dir := bc.data
+	removeDir := false
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "spent-bench-"); err != nil {
+			return nil, "", nil, err
+		}
+		removeDir = true
+	}
+	remove := func() {
+		if removeDir {
+			os.RemoveAll(dir)
+		}
+	}
+	secret, _, err := openDataDir(dir, crand.Reader)
+	if err != nil {
+		remove()
+		return nil, "", nil, err
+	}
+	store, err := pebble.Open(filepath.Join(dir, storeDir), pebble.DefaultOptions())
+	if err != nil {
+		remove()
+		return nil, "", nil, fmt.Errorf("opening store: %w", err)
+	}
+	lc := spent.DefaultConfig()
+	lc.Secret = secret
+	lc.Namespaces = map[string]spent.Policy{bc.client.namespace: spent.DefaultPolicy()}
+	l, err := spent.NewLedger(ctx, store, lc)
+	if err != nil {
+		store.Close()
+		remove()
+		return nil, "", nil, err
+	}
+	return l, "embedded pebble in " + dir, func() {
+		if err := store.Close(); err != nil {
+			fmt.Fprintf(m.Stderr, "spent bench: closing store: %v\n", err)
+		}
+		remove()
+	}, nil
+}
+
+// benchProgress prints claims/s so far to Stderr once a second until the
+// returned function is called. On a terminal the line is rewritten in place.
+func (m *Main) benchProgress(claims *atomic.Int64) (stop func()) {
+	eol := "\n"
+	if f, ok := m.Stderr.(*os.File); ok {
+		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+			eol = "\r"
+		}
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	start := time.Now()
+	line := func(now time.Time) {
+		el := now.Sub(start).Seconds()
+		n := claims.Load()
+		fmt.Fprintf(m.Stderr, "%6.1fs  %12d claims  %10.0f claims/s%s", el, n, float64(n)/el, eol)
+	}
+	wg.Go(func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				// A last line with the final count, so that even a run
+				// shorter than a second shows one.
+				line(time.Now())
+				if eol == "\r" {
+					fmt.Fprint(m.Stderr, "\n")
+				}
+				return
+			case now := <-t.C:
+				line(now)
+			}
+		}
+	})
+	return sync.OnceFunc(func() {
+		close(done)
+		wg.Wait()
+	})
+}
+
+// benchRun is the state the workers share.
+type benchRun struct {
+	cfg    benchConfig
+	svc    spent.Service
+	prefix string
+	result []byte
+	next   atomic.Uint64 // the next new key's number
+	claims atomic.Int64  // claims answered, for the progress line
+}
+
+// benchWorker sends requests one at a time and keeps its own counts.
+type benchWorker struct {
+	run      *benchRun
+	rnd      *rand.Rand
+	hist     histogram
+	recent   []string // keys this worker claimed, for --repeat
+	recentAt int
+	claims   int64
+	requests int64
+	outcomes [len(outcomeKinds)]int64
+	errs     map[string]int64
+	firstErr string
+}
+
+// outcomeKinds lists the outcomes in the order the table prints them; it
+// indexes the workers' counters.
+var outcomeKinds = [5]spent.Outcome{spent.Fresh, spent.Replayed, spent.InProgress, spent.Refused, spent.Mismatch}
+
+// maxRecent bounds each worker's memory of keys to repeat.
+const maxRecent = 4096
+
+// key returns the next key to claim.
+func (w *benchWorker) key() string {
+	cfg := &w.run.cfg
+	if cfg.repeat > 0 && len(w.recent) > 0 && w.rnd.Float64() < cfg.repeat {
+		return w.recent[w.rnd.IntN(len(w.recent))]
+	}
+	n := w.run.next.Add(1) - 1
+	if cfg.keys > 0 {
+		n %= uint64(cfg.keys)
+	}
+	k := w.run.prefix + strconv.FormatUint(n, 10)
+	if cfg.repeat > 0 {
+		if len(w.recent) < maxRecent {
+			w.recent = append(w.recent, k)
+		} else {
+			w.recent[w.recentAt] = k
+			w.recentAt = (w.recentAt + 1) % maxRecent
+		}
+	}
+	return k
+}
+
+// loop sends requests until the deadline or until ctx is cancelled. A
+// request in flight at the deadline finishes and counts.
+func (w *benchWorker) loop(ctx context.Context, deadline time.Time) {
+	cfg := &w.run.cfg
+	claims := make([]spent.Claim, cfg.batch)
+	for ctx.Err() == nil && time.Now().Before(deadline) {
+		for i := range claims {
+			claims[i] = spent.Claim{Namespace: cfg.client.namespace, Key: w.key(), Result: w.run.result}
+		}
+		var res []spent.Result
+		var err error
+		rctx, cancel := context.WithTimeout(ctx, cfg.client.timeout)
+		start := time.Now()
+		if cfg.batch == 1 {
+			var r spent.Result
+			r, err = w.run.svc.Claim(rctx, claims[0])
+			res = []spent.Result{r}
+		} else {
+			res, err = w.run.svc.ClaimBatch(rctx, claims)
+		}
+		lat := time.Since(start)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return // interrupted: not the server's error
+			}
+			code := spent.ErrorCode(err)
+			w.errs[code]++
+			if w.firstErr == "" {
+				w.firstErr = err.Error()
+			}
+			continue
+		}
+		w.requests++
+		w.hist.record(uint64(lat))
+		for _, r := range res {
+			for i, o := range outcomeKinds {
+				if r.Outcome == o {
+					w.outcomes[i]++
+				}
+			}
+		}
+		w.claims += int64(len(res))
+		w.run.claims.Add(int64(len(res)))
+	}
+}
+
+// report merges the workers' counts.
+func (run *benchRun) report(workers []*benchWorker, target string, elapsed time.Duration) *benchReport {
+	cfg := &run.cfg
+	rep := &benchReport{
+		Target:          target,
+		Concurrency:     cfg.concurrency,
+		Batch:           cfg.batch,
+		Keys:            cfg.keys,
+		Repeat:          cfg.repeat,
+		DurationSeconds: elapsed.Seconds(),
+		Outcomes:        map[string]int64{},
+		ErrorsByCode:    map[string]int64{},
+	}
+	var h histogram
+	for _, o := range outcomeKinds {
+		rep.Outcomes[string(o)] = 0
+	}
+	for _, w := range workers {
+		h.merge(&w.hist)
+		rep.Claims += w.claims
+		rep.Requests += w.requests
+		for i, o := range outcomeKinds {
+			rep.Outcomes[string(o)] += w.outcomes[i]
+		}
+		for code, n := range w.errs {
+			rep.ErrorsByCode[code] += n
+			rep.Errors += n
+		}
+		if rep.FirstError == "" {
+			rep.FirstError = w.firstErr
+		}
+	}
+	if elapsed > 0 {
+		rep.ClaimsPerSecond = float64(rep.Claims) / elapsed.Seconds()
+	}
+	ms := func(ns uint64) float64 { return float64(ns) / 1e6 }
+	rep.Latency = benchLatency{
+		P50:  ms(h.quantile(0.50)),
+		P99:  ms(h.quantile(0.99)),
+		P999: ms(h.quantile(0.999)),
+		Max:  ms(h.max),
+	}
+	if len(rep.ErrorsByCode) == 0 {
+		rep.ErrorsByCode = nil
+	}
+	return rep
+}
+
+// print writes the report as a table.
+func (rep *benchReport) print(w io.Writer) error {
+	var b strings.Builder
+	row := func(name, value string) { fmt.Fprintf(&b, "  %-15s %14s\n", name, value) }
+	fmt.Fprintf(&b, "spent bench: %s, concurrency %d, batch %d, keys %d, repeat %g, %.1fs\n",
+		rep.Target, rep.Concurrency, rep.Batch, rep.Keys, rep.Repeat, rep.DurationSeconds)
+	row("claims", strconv.FormatInt(rep.Claims, 10))
+	row("requests", strconv.FormatInt(rep.Requests, 10))
+	row("claims/s", strconv.FormatFloat(rep.ClaimsPerSecond, 'f', 0, 64))
+	row("latency p50", fmt.Sprintf("%.3f ms", rep.Latency.P50))
+	row("latency p99", fmt.Sprintf("%.3f ms", rep.Latency.P99))
+	row("latency p99.9", fmt.Sprintf("%.3f ms", rep.Latency.P999))
+	row("latency max", fmt.Sprintf("%.3f ms", rep.Latency.Max))
+	for _, o := range outcomeKinds {
+		row(string(o), strconv.FormatInt(rep.Outcomes[string(o)], 10))
+	}
+	row("errors", strconv.FormatInt(rep.Errors, 10))
+	codes := make([]string, 0, len(rep.ErrorsByCode))
+	for c := range rep.ErrorsByCode {
+		codes = append(codes, c)
+	}
+	sort.Strings(codes)
+	for _, c := range codes {
+		row("  "+c, strconv.FormatInt(rep.ErrorsByCode[c], 10))
+	}
+	if rep.FirstError != "" {
+		fmt.Fprintf(&b, "first error: %s\n", rep.FirstError)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}

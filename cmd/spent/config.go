@@ -1,0 +1,351 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+
+	"github.com/spentledger/spent"
+	sphttp "github.com/spentledger/spent/http"
+)
+
+// Defaults of the serve command, also documented in docs/configuration.md.
+const (
+	defaultListen          = "127.0.0.1:7070"
+	defaultData            = "./spent-data"
+	defaultSweepInterval   = time.Minute
+	defaultSweepBatch      = 1000
+	defaultShutdownTimeout = 30 * time.Second
+)
+
+// serveConfig is the server's effective configuration: the file's values over
+// the defaults, with command-line flags over both.
+type serveConfig struct {
+	// Ledger is the ledger's configuration without its secret, which is read
+	// from the data directory at start.
+	Ledger spent.Config
+	// Listen is the TCP address to listen on.
+	Listen string
+	// Data is the data directory: the secret and the embedded store.
+	Data string
+	// Tokens are the bearer tokens; none means auth is off (loopback only).
+	Tokens []sphttp.Token
+	// MaxBody is the largest request body in bytes; 0 keeps the http
+	// package's default.
+	MaxBody int64
+	// SweepInterval is the pause between two sweeps of expired records.
+	SweepInterval time.Duration
+	// SweepBatch is how many records one store call forgets.
+	SweepBatch int
+	// ShutdownTimeout bounds the graceful shutdown.
+	ShutdownTimeout time.Duration
+	// LogLevel and LogFormat shape the log on stderr.
+	LogLevel  slog.Level
+	LogFormat string
+}
+
+// defaultServeConfig is the configuration without a file: one namespace,
+// "default", under spent.DefaultPolicy.
+func defaultServeConfig() serveConfig {
+	return serveConfig{
+		Ledger:          spent.DefaultConfig(),
+		Listen:          defaultListen,
+		Data:            defaultData,
+		SweepInterval:   defaultSweepInterval,
+		SweepBatch:      defaultSweepBatch,
+		ShutdownTimeout: defaultShutdownTimeout,
+		LogLevel:        slog.LevelInfo,
+		LogFormat:       "text",
+	}
+}
+
+// duration is a time.Duration written in TOML as a Go duration string
+// ("24h", "30s"). A bare integer is refused rather than read as nanoseconds.
+type duration time.Duration
+
+// UnmarshalText parses a Go duration string.
+func (d *duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return fmt.Errorf("%q is not a duration: write it as a Go duration string such as \"30s\" or \"24h\"", b)
+	}
+	*d = duration(v)
+	return nil
+}
+
+// fileConfig mirrors the TOML file. Pointer fields tell "absent" from "zero".
+type fileConfig struct {
+	Node            *int64                   `toml:"node"`
+	Listen          *string                  `toml:"listen"`
+	Data            *string                  `toml:"data"`
+	MaxBody         *int64                   `toml:"max_body"`
+	MaxResult       *int64                   `toml:"max_result"`
+	SweepInterval   *duration                `toml:"sweep_interval"`
+	SweepBatch      *int64                   `toml:"sweep_batch"`
+	ShutdownTimeout *duration                `toml:"shutdown_timeout"`
+	LogLevel        *string                  `toml:"log_level"`
+	LogFormat       *string                  `toml:"log_format"`
+	Namespaces      map[string]fileNamespace `toml:"namespaces"`
+	Tokens          []fileToken              `toml:"tokens"`
+}
+
+type fileNamespace struct {
+	Mode          *spent.Mode        `toml:"mode"`
+	Retention     *duration          `toml:"retention"`
+	Lease         *duration          `toml:"lease"`
+	OnLeaseExpiry *spent.LeaseExpiry `toml:"on_lease_expiry"`
+	StoreRawKey   *bool              `toml:"store_raw_key"`
+}
+
+type fileToken struct {
+	Token      string   `toml:"token"`
+	TokenEnv   string   `toml:"token_env"`
+	Namespaces []string `toml:"namespaces"`
+	Scopes     []string `toml:"scopes"`
+}
+
+// loadConfig reads the TOML file at path over the defaults. getenv resolves
+// token_env. Every error names the file and the key at fault.
+func loadConfig(path string, getenv func(string) string) (serveConfig, error) {
+	cfg := defaultServeConfig()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return cfg, fmt.Errorf("config: %w", err)
+	}
+	if err := cfg.parse(string(b), getenv); err != nil {
+		return cfg, fmt.Errorf("config %s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// parse applies the TOML document doc to cfg.
+func (cfg *serveConfig) parse(doc string, getenv func(string) string) error {
+	var f fileConfig
+	md, err := toml.Decode(doc, &f)
+	if err != nil {
+		return err
+	}
+	if und := md.Undecoded(); len(und) > 0 {
+		keys := make([]string, len(und))
+		for i, k := range und {
+			keys[i] = k.String()
+		}
+		return fmt.Errorf("unknown key %s (see docs/configuration.md for the keys)", strings.Join(keys, ", "))
+	}
+
+	if f.Node != nil {
+		if *f.Node < 1 || *f.Node > 1<<32-1 {
+			return fmt.Errorf("node = %d: want 1 to %d", *f.Node, uint32(1<<32-1))
+		}
+		cfg.Ledger.Node = uint32(*f.Node)
+	}
+	if f.Listen != nil {
+		cfg.Listen = *f.Listen
+	}
+	if f.Data != nil {
+		if *f.Data == "" {
+			return errors.New("data = \"\": want a directory")
+		}
+		cfg.Data = *f.Data
+	}
+	if f.MaxBody != nil {
+		if *f.MaxBody <= 0 {
+			return fmt.Errorf("max_body = %d: must be positive", *f.MaxBody)
+		}
+		cfg.MaxBody = *f.MaxBody
+	}
+	if f.MaxResult != nil {
+		if *f.MaxResult <= 0 || *f.MaxResult > 1<<30 {
+			return fmt.Errorf("max_result = %d: want 1 to %d bytes", *f.MaxResult, 1<<30)
+		}
+		cfg.Ledger.MaxResult = int(*f.MaxResult)
+	}
+	if f.SweepInterval != nil {
+		if *f.SweepInterval <= 0 {
+			return fmt.Errorf("sweep_interval = %q: must be positive", time.Duration(*f.SweepInterval))
+		}
+		cfg.SweepInterval = time.Duration(*f.SweepInterval)
+	}
+	if f.SweepBatch != nil {
+		if *f.SweepBatch <= 0 || *f.SweepBatch > spent.MaxBatch {
+			return fmt.Errorf("sweep_batch = %d: want 1 to %d", *f.SweepBatch, spent.MaxBatch)
+		}
+		cfg.SweepBatch = int(*f.SweepBatch)
+	}
+	if f.ShutdownTimeout != nil {
+		if *f.ShutdownTimeout <= 0 {
+			return fmt.Errorf("shutdown_timeout = %q: must be positive", time.Duration(*f.ShutdownTimeout))
+		}
+		cfg.ShutdownTimeout = time.Duration(*f.ShutdownTimeout)
+	}
+	if f.LogLevel != nil {
+		if err := cfg.LogLevel.UnmarshalText([]byte(*f.LogLevel)); err != nil {
+			return fmt.Errorf("log_level = %q: want debug, info, warn or error", *f.LogLevel)
+		}
+	}
+	if f.LogFormat != nil {
+		if *f.LogFormat != "text" && *f.LogFormat != "json" {
+			return fmt.Errorf("log_format = %q: want text or json", *f.LogFormat)
+		}
+		cfg.LogFormat = *f.LogFormat
+	}
+
+	if len(f.Namespaces) > 0 {
+		// A file that names namespaces replaces the built-in "default".
+		cfg.Ledger.Namespaces = make(map[string]spent.Policy, len(f.Namespaces))
+		for name, ns := range f.Namespaces {
+			p := spent.DefaultPolicy()
+			if ns.Mode != nil {
+				p.Mode = *ns.Mode
+			}
+			if ns.Retention != nil {
+				p.Retention = time.Duration(*ns.Retention)
+			}
+			if ns.Lease != nil {
+				p.Lease = time.Duration(*ns.Lease)
+			}
+			if ns.OnLeaseExpiry != nil {
+				p.OnLeaseExpiry = *ns.OnLeaseExpiry
+			}
+			if ns.StoreRawKey != nil {
+				p.StoreRawKey = *ns.StoreRawKey
+			}
+			if err := p.Validate(); err != nil {
+				return fmt.Errorf("[namespaces.%s]: %w", name, err)
+			}
+			cfg.Ledger.Namespaces[name] = p
+		}
+	}
+
+	seen := map[string]int{}
+	for i, ft := range f.Tokens {
+		t, err := ft.resolve(getenv, cfg.Ledger.Namespaces)
+		if err != nil {
+			return fmt.Errorf("[[tokens]] #%d: %w", i+1, err)
+		}
+		if j, dup := seen[t.Token]; dup {
+			return fmt.Errorf("[[tokens]] #%d: the same token as #%d", i+1, j+1)
+		}
+		seen[t.Token] = i
+		cfg.Tokens = append(cfg.Tokens, t)
+	}
+	return cfg.validate()
+}
+
+// resolve turns a file token into an http token, reading token_env through
+// getenv and checking scopes and namespaces against those configured.
+func (ft fileToken) resolve(getenv func(string) string, namespaces map[string]spent.Policy) (sphttp.Token, error) {
+	var t sphttp.Token
+	switch {
+	case ft.Token != "" && ft.TokenEnv != "":
+		return t, errors.New("set token or token_env, not both")
+	case ft.TokenEnv != "":
+		t.Token = getenv(ft.TokenEnv)
+		if t.Token == "" {
+			return t, fmt.Errorf("token_env = %q: the environment variable is unset or empty", ft.TokenEnv)
+		}
+	case ft.Token != "":
+		t.Token = ft.Token
+	default:
+		return t, errors.New("no token: set token or token_env")
+	}
+	if len(t.Token) < sphttp.MinTokenLen {
+		return t, fmt.Errorf("token of %d bytes: at least %d, so that it cannot be guessed", len(t.Token), sphttp.MinTokenLen)
+	}
+	if !bearerToken(t.Token) {
+		return t, errors.New("token: use only letters, digits and -._~+/ (then optional = padding), as a bearer token must")
+	}
+	if len(ft.Scopes) == 0 {
+		return t, fmt.Errorf("scopes: none given; want %q, %q or both", sphttp.ScopeClaim, sphttp.ScopeAdmin)
+	}
+	for _, s := range ft.Scopes {
+		switch sphttp.Scope(s) {
+		case sphttp.ScopeClaim, sphttp.ScopeAdmin:
+			if !slices.Contains(t.Scopes, sphttp.Scope(s)) {
+				t.Scopes = append(t.Scopes, sphttp.Scope(s))
+			}
+		default:
+			return t, fmt.Errorf("scope %q: want %q or %q", s, sphttp.ScopeClaim, sphttp.ScopeAdmin)
+		}
+	}
+	for _, n := range ft.Namespaces {
+		if _, ok := namespaces[n]; !ok {
+			return t, fmt.Errorf("namespace %q is not configured (have %s)", n, strings.Join(sortedKeys(namespaces), ", "))
+		}
+	}
+	t.Namespaces = append([]string(nil), ft.Namespaces...)
+	return t, nil
+}
+
+// validate checks the whole configuration with the root Config.Validate. The
+// secret is read from the data directory only at start, so a placeholder of
+// the right size stands in for it here.
+func (cfg *serveConfig) validate() error {
+	lc := cfg.Ledger
+	lc.Secret = make([]byte, spent.MinSecretLen)
+	if err := lc.Validate(); err != nil {
+		return err
+	}
+	if cfg.Listen == "" {
+		return errors.New("listen: empty address")
+	}
+	if _, _, err := net.SplitHostPort(cfg.Listen); err != nil {
+		return fmt.Errorf("listen = %q: %w", cfg.Listen, err)
+	}
+	if cfg.Data == "" {
+		return errors.New("data: empty directory")
+	}
+	return nil
+}
+
+// checkListen refuses a non-loopback address while no tokens are configured:
+// without auth, anyone who can reach the port could claim and resolve keys.
+func (cfg *serveConfig) checkListen() error {
+	if len(cfg.Tokens) > 0 {
+		return nil
+	}
+	host, _, err := net.SplitHostPort(cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen %q: %w", cfg.Listen, err)
+	}
+	if host == "localhost" {
+		return nil
+	}
+	ip := net.ParseIP(host)
+	if ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("listen %q: no tokens are configured, so auth is off and spent only listens on a loopback address (127.0.0.1, [::1], localhost); add [[tokens]] to the config file to listen elsewhere", cfg.Listen)
+	}
+	return nil
+}
+
+// bearerToken reports whether t is in the RFC 6750 token alphabet, as the
+// http package requires; checking here names the config entry at fault.
+func bearerToken(t string) bool {
+	body := strings.TrimRight(t, "=")
+	if body == "" {
+		return false
+	}
+	for _, c := range []byte(body) {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("-._~+/", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

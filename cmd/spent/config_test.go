@@ -1,0 +1,106 @@
+package main_test
+
+import (
+	"strings"
+	"testing"
+
+	spentcmd "github.com/spentledger/spent/cmd/spent"
+)
+
+func TestConfigErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name, config string
+		env          env
+		want         string // in stderr
+	}{
+		{"UnknownTopLevelKey", "nod = 2\n", nil, "unknown key nod"},
+		{"UnknownNamespaceKey", "[namespaces.payments]\nmode = \"echo\"\nretension = \"24h\"\n", nil, "unknown key namespaces.payments.retension"},
+		{"UnknownTokenKey", "[[tokens]]\ntoken = \"0123456789abcdefXYZ\"\nscopes = [\"claim\"]\nscope = \"admin\"\n", nil, "unknown key tokens.scope"},
+		{"BadMode", "[namespaces.payments]\nmode = \"ech\"\n", nil, `[namespaces.payments]: mode "ech": want echo or refuse`},
+		{"BadLeaseExpiry", "[namespaces.payments]\non_lease_expiry = \"retry\"\n", nil, `on_lease_expiry "retry": want retake or hold`},
+		{"LeaseLongerThanRetention", "[namespaces.payments]\nretention = \"10m\"\nlease = \"1h\"\n", nil, "[namespaces.payments]: lease 1h0m0s longer than retention 10m0s"},
+		{"DurationWithoutUnit", "[namespaces.payments]\nretention = 86400\n", nil, `"86400" is not a duration`},
+		{"BadDuration", "sweep_interval = \"often\"\n", nil, `"often" is not a duration`},
+		{"ZeroRetention", "[namespaces.payments]\nretention = \"0s\"\n", nil, "retention 0s: must be positive"},
+		{"RawKeyInRefuse", "[namespaces.gate]\nmode = \"refuse\"\nstore_raw_key = true\n", nil, "store_raw_key is only allowed in echo namespaces"},
+		{"NodeZero", "node = 0\n", nil, "node = 0: want 1 to"},
+		{"SyntaxError", "[namespaces.payments\n", nil, "toml:"},
+		{"WrongType", "max_body = \"big\"\n", nil, "max_body"},
+		{"ShortToken", "[[tokens]]\ntoken = \"short\"\nscopes = [\"claim\"]\n", nil, "[[tokens]] #1: token of 5 bytes: at least 16"},
+		{"TokenAlphabet", "[[tokens]]\ntoken = \"0123456789abcdef 0123\"\nscopes = [\"claim\"]\n", nil, "[[tokens]] #1: token: use only letters"},
+		{"TokenEnvUnset", "[[tokens]]\ntoken_env = \"SPENT_TOKEN_X\"\nscopes = [\"claim\"]\n", nil, `token_env = "SPENT_TOKEN_X": the environment variable is unset or empty`},
+		{"TokenAndTokenEnv", "[[tokens]]\ntoken = \"0123456789abcdefXYZ\"\ntoken_env = \"X\"\nscopes = [\"claim\"]\n", nil, "set token or token_env, not both"},
+		{"NoScopes", "[[tokens]]\ntoken = \"0123456789abcdefXYZ\"\n", nil, "scopes: none given"},
+		{"BadScope", "[[tokens]]\ntoken = \"0123456789abcdefXYZ\"\nscopes = [\"root\"]\n", nil, `scope "root"`},
+		{"TokenNamespaceUnknown", "[[tokens]]\ntoken = \"0123456789abcdefXYZ\"\nscopes = [\"claim\"]\nnamespaces = [\"payments\"]\n", nil, `namespace "payments" is not configured (have default)`},
+		{"DuplicateToken", "[[tokens]]\ntoken = \"0123456789abcdefXYZ\"\nscopes = [\"claim\"]\n[[tokens]]\ntoken_env = \"T\"\nscopes = [\"admin\"]\n", env{"T": "0123456789abcdefXYZ"}, "[[tokens]] #2: the same token as #1"},
+		{"BadListen", "listen = \"7070\"\n", nil, `listen = "7070"`},
+		{"BadLogLevel", "log_level = \"loud\"\n", nil, `log_level = "loud"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := WriteConfig(t, tc.config)
+			r := Run(t, tc.env, "serve", "--config", path, "--listen", "127.0.0.1:0", "--data", t.TempDir())
+			if r.Code != spentcmd.ExitUsage {
+				t.Fatalf("exit: got %d, want %d; stderr: %s", r.Code, spentcmd.ExitUsage, r.Stderr)
+			}
+			if !strings.Contains(r.Stderr, tc.want) {
+				t.Fatalf("stderr: got %q, want it to contain %q", r.Stderr, tc.want)
+			}
+			if !strings.Contains(r.Stderr, path) {
+				t.Fatalf("stderr: got %q, want it to name the file %s", r.Stderr, path)
+			}
+		})
+	}
+
+	t.Run("MissingFile", func(t *testing.T) {
+		r := Run(t, nil, "serve", "--config", "/nonexistent/spent.toml")
+		if r.Code != spentcmd.ExitUsage || !strings.Contains(r.Stderr, "/nonexistent/spent.toml") {
+			t.Fatalf("exit %d, stderr %q; want exit %d naming the file", r.Code, r.Stderr, spentcmd.ExitUsage)
+		}
+	})
+}
+
+func TestConfigServes(t *testing.T) {
+	cfg := WriteConfig(t, `
+node = 7
+sweep_interval = "100ms"
+max_result = 64
+log_level = "debug"
+log_format = "json"
+
+[namespaces.payments]
+mode = "echo"
+retention = "24h"
+lease = "30s"
+on_lease_expiry = "hold"
+
+[namespaces.tickets]
+mode = "refuse"
+retention = "1h"
+
+[[tokens]]
+token_env = "SPENT_TOKEN_CLAIM"
+namespaces = ["payments", "tickets"]
+scopes = ["claim"]
+`)
+	e := env{"SPENT_TOKEN_CLAIM": "claim-token-0123456789"}
+	s := MustServe(t, t.TempDir(), e, nil, "--config", cfg)
+	out := MustRun(t, nil, "claim", "--addr", s.Addr, "--token", "claim-token-0123456789", "-n", "payments", "--json", "p-1", "--result", "ok")
+	for _, want := range []string{`"outcome":"fresh"`, `"seq":"7:`} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("claim: got %s, want %s (node 7 from the file)", out, want)
+		}
+	}
+	r := Run(t, nil, "claim", "--addr", s.Addr, "--token", "claim-token-0123456789", "-n", "payments", "p-2", "--result", strings.Repeat("x", 65))
+	if r.Code != 6 || !strings.Contains(r.Stderr, "too_large") {
+		t.Fatalf("claim over max_result: exit %d, stderr %q; want exit 6 (too_large)", r.Code, r.Stderr)
+	}
+	r = Run(t, nil, "claim", "--addr", s.Addr, "--token", "claim-token-0123456789", "p-3")
+	if r.Code != 12 && r.Code != 4 {
+		t.Fatalf("claim in the unconfigured default namespace: exit %d, stderr %q; want forbidden (12) or unknown_namespace (4)", r.Code, r.Stderr)
+	}
+	s.Stop()
+	if !strings.Contains(s.Stderr.String(), `"level":"INFO"`) {
+		t.Fatalf("log_format json: stderr is not JSON:\n%s", s.Stderr)
+	}
+}

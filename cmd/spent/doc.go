@@ -1,0 +1,71 @@
+// Command spent is the one binary of the spent double-spend ledger: the
+// server, its command-line client and a load generator.
+//
+// In the common case, run the server on the embedded store with
+//
+//	spent serve
+//
+// which listens on 127.0.0.1:7070, keeps its data in ./spent-data and serves
+// one namespace, "default" (echo mode, 24 h retention). Then claim keys with
+//
+//	spent claim order-1 --result '{"status":"paid"}'
+//
+// # Commands
+//
+//   - serve [--config FILE] [--listen ADDR] [--data DIR]: run the HTTP server
+//     (package github.com/spentledger/spent/http) over a ledger on the
+//     embedded pebble store. The configuration file (TOML, one table per
+//     namespace; see docs/configuration.md) sets namespaces, tokens, limits
+//     and the sweep interval. The HMAC secret is generated on first start
+//     and kept in DIR/secret, mode 0600. Expired records are swept
+//     periodically. SIGINT or SIGTERM shuts down gracefully.
+//   - claim KEY... [--result S | --result-file F] [--fingerprint HEX]
+//     [--place P] [--expires-at T]: claim keys and print each outcome.
+//   - complete KEY... [--result S | --result-file F] [--seq N:C]: end a
+//     fresh two-step claim with its result.
+//   - release KEY... [--seq N:C]: roll back a fresh two-step claim.
+//   - get KEY...: print the live record of keys.
+//   - unknown list and unknown resolve HASH (--complete [--result S] |
+//     --release): list and resolve unknown outcomes, with an admin token.
+//   - bench [--embedded | --addr URL] [--concurrency N] [--duration D]
+//     [--batch N] [--keys N] [--repeat R] [--json]: generate claim load and
+//     report claims/s, latency percentiles and outcome counts.
+//
+// The client commands take --addr (default $SPENT_ADDR, else
+// http://127.0.0.1:7070), --token (default $SPENT_TOKEN), --namespace (-n,
+// default "default"), --timeout and --json (one JSON object per line, with
+// the members of the HTTP API's answers plus "key").
+//
+// # Exit status
+//
+// 0 when the command did its work: every claim outcome (fresh, replayed,
+// in_progress, refused, mismatch) is a success. 2 for bad flags, arguments or
+// configuration. An error with a spent error code exits with that code's
+// status: 1 internal, 3 invalid, 4 unknown_namespace, 5 key_too_long,
+// 6 too_large, 7 not_found, 8 not_pending, 9 seq_mismatch, 10 lease_expired,
+// 11 unauthorized, 12 forbidden, 13 unavailable (retryable; a server that
+// cannot be reached counts as unavailable). The message on stderr names the
+// code.
+//
+// # Guarantees
+//
+//   - serve answers no claim before its record is durable in the store: the
+//     HTTP server replies only after the ledger returns.
+//   - serve refuses to start with a secret file that others may read or
+//     that has the wrong size, and refuses to generate a new secret beside an
+//     existing store (that would forget every record).
+//   - serve refuses a non-loopback listen address while no tokens are
+//     configured.
+//   - On SIGINT or SIGTERM, in-flight requests finish (within
+//     shutdown_timeout) before the store closes.
+//
+// # Caveats
+//
+//   - The embedded store is one process on one machine: no failover.
+//   - Never restore the data directory from a backup to serve from it: a
+//     store that went back in time accepts spent keys again. Backups are for
+//     forensics (docs/operations.md).
+//   - bench --embedded measures the ledger and store only, without HTTP; its
+//     figures depend on the disk under --data (a temporary directory may be
+//     in memory).
+package main

@@ -1,0 +1,161 @@
+package main_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	spentcmd "github.com/spentledger/spent/cmd/spent"
+)
+
+// syncBuffer is a bytes.Buffer safe for the concurrent writes of a server's
+// logger and the test's reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// env is a fake environment for Main.Getenv.
+type env map[string]string
+
+func (e env) get(k string) string { return e[k] }
+
+// Server is a "spent serve" running in the test's process, on port 0.
+type Server struct {
+	tb     testing.TB
+	Addr   string // http://127.0.0.1:PORT
+	Dir    string
+	Stderr *syncBuffer
+	cancel context.CancelFunc
+	done   chan int
+	once   sync.Once
+	code   int
+}
+
+// MustServe starts "spent serve" on 127.0.0.1:0 over the data directory dir
+// with the extra arguments, waits for the line that gives its address, and
+// stops it at cleanup. Set m's fields through setup, if given.
+func MustServe(tb testing.TB, dir string, e env, setup func(*spentcmd.Main), args ...string) *Server {
+	tb.Helper()
+	pr, pw := io.Pipe()
+	s := &Server{tb: tb, Dir: dir, Stderr: &syncBuffer{}, done: make(chan int, 1)}
+	m := spentcmd.NewMain()
+	m.Stdin = strings.NewReader("")
+	m.Stdout = pw
+	m.Stderr = s.Stderr
+	m.Getenv = e.get
+	if setup != nil {
+		setup(m)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	go func() {
+		code := m.Execute(ctx, append([]string{"serve", "--listen", "127.0.0.1:0", "--data", dir}, args...))
+		pw.Close()
+		s.done <- code
+	}()
+	tb.Cleanup(func() { s.Stop() })
+
+	lines := make(chan string, 1)
+	go func() {
+		r := bufio.NewReader(pr)
+		line, _ := r.ReadString('\n')
+		lines <- line
+		io.Copy(io.Discard, r)
+	}()
+	select {
+	case line := <-lines:
+		addr, ok := strings.CutPrefix(strings.TrimSpace(line), "spent listening on ")
+		if !ok {
+			code := s.Stop()
+			tb.Fatalf("serve did not start (exit %d); stdout %q; stderr:\n%s", code, line, s.Stderr)
+		}
+		s.Addr = addr
+	case <-time.After(30 * time.Second):
+		tb.Fatalf("serve did not print its address in 30s; stderr:\n%s", s.Stderr)
+	}
+	return s
+}
+
+// Stop cancels the server's context, as SIGTERM does, and returns its exit
+// status once it has shut down.
+func (s *Server) Stop() int {
+	s.once.Do(func() {
+		s.cancel()
+		select {
+		case s.code = <-s.done:
+		case <-time.After(60 * time.Second):
+			s.tb.Errorf("serve did not stop in 60s; stderr:\n%s", s.Stderr)
+			s.code = -1
+		}
+	})
+	return s.code
+}
+
+// Result is what one run of the program printed and returned.
+type Result struct {
+	Stdout, Stderr string
+	Code           int
+}
+
+// Run runs the program with args, as a user would from a shell, and returns
+// its output and exit status.
+func Run(tb testing.TB, e env, args ...string) Result {
+	tb.Helper()
+	return RunStdin(tb, e, "", args...)
+}
+
+// RunStdin is Run with the given standard input.
+func RunStdin(tb testing.TB, e env, stdin string, args ...string) Result {
+	tb.Helper()
+	var out, errb syncBuffer
+	m := spentcmd.NewMain()
+	m.Stdin = strings.NewReader(stdin)
+	m.Stdout = &out
+	m.Stderr = &errb
+	m.Getenv = e.get
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	code := m.Execute(ctx, args)
+	return Result{Stdout: out.String(), Stderr: errb.String(), Code: code}
+}
+
+// MustRun is Run that fails the test unless the exit status is 0.
+func MustRun(tb testing.TB, e env, args ...string) string {
+	tb.Helper()
+	r := Run(tb, e, args...)
+	if r.Code != 0 {
+		tb.Fatalf("spent %s: exit %d, want 0; stderr: %s", strings.Join(args, " "), r.Code, r.Stderr)
+	}
+	return r.Stdout
+}
+
+// WriteConfig writes a config file into a new temporary directory and
+// returns its path.
+func WriteConfig(tb testing.TB, text string) string {
+	tb.Helper()
+	p := filepath.Join(tb.TempDir(), "spent.toml")
+	if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	return p
+}

@@ -1,0 +1,207 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/spf13/cobra"
+
+	"github.com/spentledger/spent"
+	sphttp "github.com/spentledger/spent/http"
+	"github.com/spentledger/spent/pebble"
+)
+
+// Timeouts of the HTTP server. Claims are small and fast; these only bound
+// clients that stall.
+const (
+	readHeaderTimeout = 10 * time.Second
+	readTimeout       = time.Minute
+	writeTimeout      = time.Minute
+	idleTimeout       = 2 * time.Minute
+)
+
+func (m *Main) serveCommand() *cobra.Command {
+	var configPath, listen, data string
+	c := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the server on the embedded store",
+		Long: `Run the server on the embedded (pebble) store kept in the data directory.
+
+Without --config there is one namespace, "default" (echo, 24h retention, 30s
+lease, hold on lease expiry), and no tokens: auth is off and the server only
+listens on a loopback address. The HMAC secret is generated on first start and
+kept in DATA/secret (mode 0600). SIGINT or SIGTERM shuts down gracefully.`,
+		Example: `  spent serve
+  spent serve --config spent.toml --listen 0.0.0.0:7070 --data /var/lib/spent`,
+		Args: exactArgs(0, "no arguments"),
+		RunE: func(c *cobra.Command, _ []string) error {
+			cfg := defaultServeConfig()
+			if configPath != "" {
+				var err error
+				if cfg, err = loadConfig(configPath, m.getenv); err != nil {
+					return &usageError{err}
+				}
+			}
+			if c.Flags().Changed("listen") {
+				cfg.Listen = listen
+			}
+			if c.Flags().Changed("data") {
+				cfg.Data = data
+			}
+			if err := cfg.validate(); err != nil {
+				return &usageError{err}
+			}
+			if err := cfg.checkListen(); err != nil {
+				return &usageError{err}
+			}
+			m.run = func(ctx context.Context) error { return m.serve(ctx, cfg) }
+			return nil
+		},
+	}
+	f := c.Flags()
+	f.StringVarP(&configPath, "config", "c", "", "TOML configuration `file` (see docs/configuration.md)")
+	f.StringVar(&listen, "listen", defaultListen, "TCP `address` to listen on (overrides the file's listen)")
+	f.StringVar(&data, "data", defaultData, "data `directory`: secret and embedded store (overrides the file's data)")
+	return c
+}
+
+// newLogger returns the server's logger on w.
+func newLogger(w interface{ Write([]byte) (int, error) }, cfg serveConfig) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: cfg.LogLevel}
+	if cfg.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// serve runs the server until ctx is cancelled, then shuts down gracefully:
+// the listener closes, in-flight requests finish (within the shutdown
+// timeout), the sweeper stops, and the store closes last.
+func (m *Main) serve(ctx context.Context, cfg serveConfig) error {
+	log := newLogger(m.Stderr, cfg)
+
+	secret, created, err := openDataDir(cfg.Data, rand.Reader)
+	if err != nil {
+		return err
+	}
+	if created {
+		log.Info("generated a new secret: this data directory starts a new epoch", "path", filepath.Join(cfg.Data, secretFile))
+	}
+	store, err := pebble.Open(filepath.Join(cfg.Data, storeDir), pebble.DefaultOptions())
+	if err != nil {
+		return fmt.Errorf("opening store: %w", err)
+	}
+	closeStore := sync.OnceValue(store.Close)
+	m.onClose(closeStore)
+
+	lc := cfg.Ledger
+	lc.Secret = secret
+	ledger, err := spent.NewLedger(ctx, store, lc)
+	if err != nil {
+		return fmt.Errorf("starting ledger: %w", err)
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	sw := newSweeper(ledger, cfg.SweepInterval, cfg.SweepBatch, log, reg)
+
+	var stopping atomic.Bool
+	hc := sphttp.DefaultConfig()
+	hc.Tokens = cfg.Tokens
+	if cfg.MaxBody > 0 {
+		hc.MaxBody = cfg.MaxBody
+	}
+	hc.Registerer = reg
+	hc.Gatherer = reg
+	hc.Logger = log
+	hc.Ready = func(ctx context.Context) error {
+		if stopping.Load() {
+			return errors.New("shutting down")
+		}
+		// A read of a key nobody holds proves the store answers.
+		_, err := store.Get(ctx, spent.Hash{}, ledger.Now())
+		if err != nil && !errors.Is(err, spent.ErrNotFound) {
+			return err
+		}
+		return nil
+	}
+	handler, err := sphttp.NewServer(ledger, hc)
+	if err != nil {
+		return fmt.Errorf("http server: %w", err)
+	}
+
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       idleTimeout,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		ConnState:         m.ConnState,
+		// Requests run on a context of their own: cancelling ctx starts the
+		// shutdown, which lets in-flight claims finish rather than cancelling
+		// them.
+		BaseContext: func(net.Listener) context.Context { return context.Background() },
+	}
+
+	addr := ln.Addr().String()
+	fmt.Fprintf(m.Stdout, "spent listening on http://%s\n", addr)
+	log.Info("spent serving", "addr", addr, "data", cfg.Data, "node", lc.Node,
+		"namespaces", strings.Join(ledger.Namespaces(), ","), "tokens", len(cfg.Tokens))
+	if len(cfg.Tokens) == 0 {
+		log.Warn("auth is off: no tokens are configured, so the server is loopback-only", "addr", addr)
+	}
+
+	sweepCtx, stopSweep := context.WithCancel(context.Background())
+	sweepDone := make(chan struct{})
+	go func() {
+		defer close(sweepDone)
+		sw.run(sweepCtx)
+	}()
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down: finishing in-flight requests", "timeout", cfg.ShutdownTimeout)
+	case err := <-serveErr:
+		runErr = fmt.Errorf("http server: %w", err)
+		serveErr <- nil
+	}
+	stopping.Store(true)
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		log.Warn("graceful shutdown did not finish in time: closing the remaining connections", "err", err)
+		srv.Close()
+	}
+	<-serveErr
+	stopSweep()
+	<-sweepDone
+	if err := closeStore(); err != nil {
+		log.Error("closing store", "err", err)
+		return errors.Join(runErr, fmt.Errorf("closing store: %w", err))
+	}
+	log.Info("stopped")
+	return runErr
+}
