@@ -1,0 +1,92 @@
+package spent_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spentledger/spent"
+)
+
+func TestErrorCode(t *testing.T) {
+	cause := errors.New("cause")
+	e := &spent.Error{Code: spent.EUnavailable, Message: "store failure", Err: cause}
+	cases := []struct {
+		err  error
+		want string
+	}{
+		{nil, ""},
+		{spent.Errorf(spent.ENotFound, "no %s", "record"), spent.ENotFound},
+		{e, spent.EUnavailable},
+		{fmt.Errorf("wrapped: %w", e), spent.EUnavailable},
+		{cause, spent.EInternal},
+	}
+	for _, tc := range cases {
+		if got := spent.ErrorCode(tc.err); got != tc.want {
+			t.Fatalf("ErrorCode(%v): got %q, want %q", tc.err, got, tc.want)
+		}
+	}
+	if !errors.Is(e, cause) {
+		t.Fatalf("errors.Is(Error, cause): got false, want true")
+	}
+	if msg := e.Error(); !strings.Contains(msg, spent.EUnavailable) || !strings.Contains(msg, "cause") {
+		t.Fatalf("Error(): got %q, want the code and the cause", msg)
+	}
+	if msg := spent.Errorf(spent.ENotFound, "no record").Error(); msg != "spent: not_found: no record" {
+		t.Fatalf("Error(): got %q, want %q", msg, "spent: not_found: no record")
+	}
+}
+
+func TestSweep(t *testing.T) {
+	f := mustOpen(t)
+	ctx := context.Background()
+	for i := range 7 {
+		f.claim(t, spent.Claim{Namespace: nsRefuse, Key: fmt.Sprintf("short-%d", i), Result: []byte{}, ExpiresAt: testEpoch.Add(time.Minute)})
+	}
+	f.claim(t, spent.Claim{Namespace: nsRefuse, Key: "long", Result: []byte{}})
+	n, err := f.ledger.Sweep(ctx, 3)
+	if err != nil || n != 0 {
+		t.Fatalf("Sweep before expiry: got %d, %v, want 0, nil", n, err)
+	}
+	f.clock.Advance(time.Minute)
+	n, err = f.ledger.Sweep(ctx, 3)
+	if err != nil || n != 7 {
+		t.Fatalf("Sweep in batches of 3: got %d, %v, want 7, nil", n, err)
+	}
+	if got := f.store.Len(); got != 1 {
+		t.Fatalf("records after Sweep: got %d, want 1", got)
+	}
+}
+
+func TestUnknownOfRetakeNamespaceIsEmpty(t *testing.T) {
+	f := mustOpen(t)
+	f.claim(t, spent.Claim{Namespace: nsRefuse, Key: "k"})
+	f.claim(t, spent.Claim{Namespace: nsEcho, Key: "k"})
+	f.clock.Advance(testLease)
+	recs, err := f.ledger.Unknown(context.Background(), nsRefuse, 0)
+	if err != nil || len(recs) != 0 {
+		t.Fatalf("Unknown(%s): got %d records, %v, want none", nsRefuse, len(recs), err)
+	}
+	recs, err = f.ledger.Unknown(context.Background(), "", 0)
+	if err != nil || len(recs) != 1 || recs[0].Namespace != nsEcho {
+		t.Fatalf("Unknown(all): got %v, %v, want the %s record", recs, err, nsEcho)
+	}
+}
+
+func TestCompleteByHash(t *testing.T) {
+	f := mustOpen(t)
+	ctx := context.Background()
+	r := f.claim(t, spent.Claim{Namespace: nsEcho, Key: "k"})
+	// While the lease runs, the hash alone addresses the record.
+	rec, err := f.ledger.Complete(ctx, spent.Completion{Namespace: nsEcho, Hash: r.Record.Key, Result: []byte("r")})
+	if err != nil || rec.Seq != r.Record.Seq {
+		t.Fatalf("Complete by hash: got %v, %v, want the record %v", rec.Seq, err, r.Record.Seq)
+	}
+	// The key wins over the hash when both are given.
+	p := f.claim(t, spent.Claim{Namespace: nsEcho, Key: "p"})
+	_, err = f.ledger.Complete(ctx, spent.Completion{Namespace: nsEcho, Key: "p", Hash: r.Record.Key, Seq: p.Record.Seq, Result: []byte("r")})
+	wantCode(t, "Complete by key with another hash", err, "")
+}
