@@ -455,8 +455,9 @@ func (l *Ledger) Get(ctx context.Context, namespace, key string) (Record, error)
 }
 
 // Unknown lists up to limit unknown outcomes: pending records of hold
-// namespaces whose lease has run out. An empty namespace lists all hold
-// namespaces. Operators resolve them with Complete or Release with Force.
+// namespaces whose lease has run out, oldest lease first within a namespace.
+// An empty namespace lists all hold namespaces, one after the other in name
+// order until limit is reached. Operators resolve them with Complete or Release with Force.
 func (l *Ledger) Unknown(ctx context.Context, namespace string, limit int) ([]Record, error) {
 	if namespace != "" {
 		p, err := l.policy(namespace)
@@ -470,16 +471,27 @@ func (l *Ledger) Unknown(ctx context.Context, namespace string, limit int) ([]Re
 	if limit <= 0 || limit > MaxBatch {
 		limit = MaxBatch
 	}
-	recs, err := l.store.ListPending(ctx, namespace, l.cfg.Now(), limit)
-	if err != nil {
-		return nil, storeError(err)
+	now := l.cfg.Now()
+	names := []string{namespace}
+	if namespace == "" {
+		// One page per hold namespace, so that expired leases of retake
+		// namespaces (which are not unknown outcomes) never fill the page.
+		names = names[:0]
+		for _, n := range l.Namespaces() {
+			if l.cfg.Namespaces[n].OnLeaseExpiry == Hold {
+				names = append(names, n)
+			}
+		}
 	}
-	// Expired leases in retake namespaces are not unknown outcomes: the next
-	// claim takes them over.
-	out := recs[:0]
-	for _, r := range recs {
-		if p, ok := l.cfg.Namespaces[r.Namespace]; ok && p.OnLeaseExpiry == Hold {
-			out = append(out, r)
+	var out []Record
+	for _, n := range names {
+		recs, err := l.store.ListPending(ctx, n, now, limit-len(out))
+		if err != nil {
+			return nil, storeError(err)
+		}
+		out = append(out, recs...)
+		if len(out) >= limit {
+			break
 		}
 	}
 	return out, nil

@@ -19,7 +19,7 @@ type Claim struct {
 	// Result, when non-nil, makes the claim one-step: the result is stored in
 	// the same atomic write and the record is complete at once. Use []byte{}
 	// for an empty result.
-	Result []byte `json:"result,omitempty"`
+	Result []byte `json:"result"`
 	// ExpiresAt, when set, overrides the namespace's retention for this key.
 	ExpiresAt time.Time `json:"expires_at,omitzero"`
 }
