@@ -455,9 +455,8 @@ func (l *Ledger) Get(ctx context.Context, namespace, key string) (Record, error)
 }
 
 // Unknown lists up to limit unknown outcomes: pending records of hold
-// namespaces whose lease has run out, oldest lease first within a namespace.
-// An empty namespace lists all hold namespaces, one after the other in name
-// order until limit is reached. Operators resolve them with Complete or Release with Force.
+// namespaces whose lease has run out, oldest lease first. An empty namespace
+// lists all hold namespaces. Operators resolve them with Complete or Release with Force.
 func (l *Ledger) Unknown(ctx context.Context, namespace string, limit int) ([]Record, error) {
 	if namespace != "" {
 		p, err := l.policy(namespace)
@@ -485,14 +484,21 @@ func (l *Ledger) Unknown(ctx context.Context, namespace string, limit int) ([]Re
 	}
 	var out []Record
 	for _, n := range names {
-		recs, err := l.store.ListPending(ctx, n, now, limit-len(out))
+		recs, err := l.store.ListPending(ctx, n, now, limit)
 		if err != nil {
 			return nil, storeError(err)
 		}
 		out = append(out, recs...)
-		if len(out) >= limit {
-			break
+	}
+	// Each page is oldest lease first; merge them and keep the oldest limit.
+	sort.SliceStable(out, func(i, j int) bool {
+		if !out[i].LeaseUntil.Equal(out[j].LeaseUntil) {
+			return out[i].LeaseUntil.Before(out[j].LeaseUntil)
 		}
+		return out[i].Seq.Less(out[j].Seq)
+	})
+	if len(out) > limit {
+		out = out[:limit]
 	}
 	return out, nil
 }
