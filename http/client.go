@@ -1,0 +1,321 @@
+package http
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spentledger/spent"
+)
+
+// ClientConfig configures a Client.
+type ClientConfig struct {
+	// Token is sent as "Authorization: Bearer <Token>"; empty sends none.
+	Token string
+	// HTTPClient carries the requests. Nil means a shared client whose
+	// transport keeps up to 256 idle connections per host (net/http's
+	// default keeps 2, which under concurrency opens and closes a connection
+	// per request).
+	HTTPClient *http.Client
+}
+
+// Client is the Go client of the HTTP API. It implements spent.Service, so
+// code written against a Ledger runs unchanged against a remote server. It
+// is safe for concurrent use.
+//
+// Errors are *spent.Error values carrying the server's code, so
+// spent.ErrorCode works as it does in process. A request that never got an
+// answer (connection refused or reset, timeout, cancelled context) is an
+// EUnavailable error wrapping the cause; see the package caveats for what
+// that means for a claim.
+type Client struct {
+	hc   *http.Client
+	auth []string
+	urls [routeUnknown + 1]string
+	bufs sync.Pool // *[]byte, for reading answers
+}
+
+var _ spent.Service = (*Client)(nil)
+
+var defaultHTTPClient = &http.Client{Transport: newTransport()}
+
+func newTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns = 1024
+	t.MaxIdleConnsPerHost = 256
+	t.DialContext = (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	return t
+}
+
+// NewClient returns a client of the server at baseURL ("http://host:port",
+// with or without a path prefix).
+func NewClient(baseURL string, cfg ClientConfig) *Client {
+	c := &Client{hc: cfg.HTTPClient}
+	if c.hc == nil {
+		c.hc = defaultHTTPClient
+	}
+	if cfg.Token != "" {
+		c.auth = []string{"Bearer " + cfg.Token}
+	}
+	base := strings.TrimRight(baseURL, "/")
+	for r := range c.urls {
+		c.urls[r] = base + routes[r]
+	}
+	c.bufs.New = func() any { b := make([]byte, 0, 1024); return &b }
+	return c
+}
+
+// unavailable wraps a failure to get an answer.
+func unavailable(msg string, err error) error {
+	return &spent.Error{Code: spent.EUnavailable, Message: msg, Err: err}
+}
+
+func badAnswer(rt route, err error) error {
+	return &spent.Error{Code: spent.EInternal, Message: "malformed answer from " + routes[rt], Err: err}
+}
+
+// do posts body to the route and hands a 200 answer to decode; any other
+// status becomes the *spent.Error the problem document describes.
+func (c *Client) do(ctx context.Context, rt route, body []byte, decode func(d *decoder) error) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.urls[rt], bytes.NewReader(body))
+	if err != nil {
+		return spent.Errorf(spent.EInvalid, "building request: %s", err.Error())
+	}
+	req.Header["Content-Type"] = hdrJSON
+	if c.auth != nil {
+		req.Header["Authorization"] = c.auth
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return unavailable("request to "+routes[rt]+" failed", err)
+	}
+	defer resp.Body.Close()
+	bp := c.bufs.Get().(*[]byte)
+	defer func() {
+		if cap(*bp) <= maxPooled {
+			c.bufs.Put(bp)
+		}
+	}()
+	buf, err := readAll(resp.Body, resp.ContentLength, (*bp)[:0])
+	*bp = buf[:0]
+	if err != nil {
+		return unavailable("reading answer from "+routes[rt], err)
+	}
+	var d decoder
+	d.reset(buf)
+	if resp.StatusCode != http.StatusOK {
+		return answerError(resp, &d)
+	}
+	if err := decode(&d); err != nil {
+		return badAnswer(rt, err)
+	}
+	if err := d.end(); err != nil {
+		return badAnswer(rt, err)
+	}
+	return nil
+}
+
+func readAll(r io.Reader, n int64, buf []byte) ([]byte, error) {
+	if n >= 0 && int64(cap(buf)) < n+1 {
+		buf = make([]byte, 0, n+1)
+	}
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		k, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+k]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
+}
+
+// answerError turns a non-200 answer into a *spent.Error, taking the code
+// from the problem document when there is one and from the status otherwise.
+func answerError(resp *http.Response, d *decoder) error {
+	var p problem
+	if err := decodeProblem(d, &p); err == nil && p.code != "" {
+		if _, known := codes[p.code]; known {
+			return &spent.Error{Code: p.code, Message: p.detail}
+		}
+	}
+	code := codeOfStatus(resp.StatusCode)
+	msg := "HTTP " + strconv.Itoa(resp.StatusCode)
+	if p.detail != "" {
+		msg += ": " + p.detail
+	}
+	return &spent.Error{Code: code, Message: msg}
+}
+
+// Claim implements spent.Service. On a fresh one-step claim the record's
+// Result is a copy of c.Result, which the server does not send back.
+func (c *Client) Claim(ctx context.Context, cl spent.Claim) (spent.Result, error) {
+	body, err := appendClaim(make([]byte, 0, claimSize(&cl)), &cl)
+	if err != nil {
+		return spent.Result{}, err
+	}
+	var res spent.Result
+	err = c.do(ctx, routeClaim, body, func(d *decoder) error {
+		return decodeClaimResult(d, &res, &cl)
+	})
+	if err != nil {
+		return spent.Result{}, err
+	}
+	fillFresh(&res, &cl)
+	return res, nil
+}
+
+// claimSize is about the size of a claim's JSON, to allocate it once.
+func claimSize(c *spent.Claim) int {
+	return 128 + len(c.Namespace) + len(c.Key) + len(c.Place) + 2*len(c.Fingerprint) + b64.EncodedLen(len(c.Result))
+}
+
+// fillFresh puts back the result bytes a fresh one-step claim stored.
+func fillFresh(res *spent.Result, c *spent.Claim) {
+	if res.Outcome == spent.Fresh && c.Result != nil && res.Record.Result == nil {
+		res.Record.Result = append([]byte{}, c.Result...)
+	}
+}
+
+// ClaimBatch implements spent.Service: one request, answered in order,
+// everything durable before the answer.
+func (c *Client) ClaimBatch(ctx context.Context, cs []spent.Claim) ([]spent.Result, error) {
+	size := 16
+	for i := range cs {
+		size += claimSize(&cs[i])
+	}
+	body := append(make([]byte, 0, size), `{"claims":[`...)
+	for i := range cs {
+		if i > 0 {
+			body = append(body, ',')
+		}
+		var err error
+		if body, err = appendClaim(body, &cs[i]); err != nil {
+			var e *spent.Error
+			if errors.As(err, &e) {
+				e.Message = "claims[" + strconv.Itoa(i) + "]: " + e.Message
+			}
+			return nil, err
+		}
+	}
+	body = append(body, "]}"...)
+	out := make([]spent.Result, 0, len(cs))
+	err := c.do(ctx, routeClaims, body, func(d *decoder) error {
+		return d.object(func(name []byte) error {
+			if string(name) != "results" {
+				return d.skip(1)
+			}
+			return d.array(func(i int) error {
+				if i >= len(cs) {
+					return errors.New("more results than claims")
+				}
+				out = append(out, spent.Result{})
+				return decodeClaimResult(d, &out[i], &cs[i])
+			})
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(out) != len(cs) {
+		return nil, badAnswer(routeClaims, errors.New("got "+strconv.Itoa(len(out))+" results for "+strconv.Itoa(len(cs))+" claims"))
+	}
+	for i := range out {
+		fillFresh(&out[i], &cs[i])
+	}
+	return out, nil
+}
+
+// Complete implements spent.Service. Force needs a token with the admin
+// scope.
+func (c *Client) Complete(ctx context.Context, cp spent.Completion) (spent.Record, error) {
+	body, err := appendTarget(make([]byte, 0, 160+len(cp.Key)+b64.EncodedLen(len(cp.Result))), cp.Namespace, cp.Key, cp.Hash, cp.Seq, cp.Force)
+	if err != nil {
+		return spent.Record{}, err
+	}
+	body = append(body, `,"result":"`...)
+	body = b64.AppendEncode(body, cp.Result)
+	body = append(body, `"}`...)
+	var rec spent.Record
+	err = c.do(ctx, routeComplete, body, func(d *decoder) error { return decodeRecord(d, &rec) })
+	if err != nil {
+		return spent.Record{}, err
+	}
+	return rec, nil
+}
+
+// Release implements spent.Service. Force needs a token with the admin
+// scope.
+func (c *Client) Release(ctx context.Context, rl spent.Release) error {
+	body, err := appendTarget(make([]byte, 0, 160+len(rl.Key)), rl.Namespace, rl.Key, rl.Hash, rl.Seq, rl.Force)
+	if err != nil {
+		return err
+	}
+	body = append(body, '}')
+	return c.do(ctx, routeRelease, body, func(d *decoder) error { return d.skip(0) })
+}
+
+// Get implements spent.Service.
+func (c *Client) Get(ctx context.Context, namespace, key string) (spent.Record, error) {
+	if err := checkText("namespace", namespace); err != nil {
+		return spent.Record{}, err
+	}
+	if err := checkText("key", key); err != nil {
+		return spent.Record{}, err
+	}
+	body := append(make([]byte, 0, 64+len(key)), `{"namespace":`...)
+	body = appendString(body, namespace)
+	body = append(body, `,"key":`...)
+	body = appendString(body, key)
+	body = append(body, '}')
+	var rec spent.Record
+	err := c.do(ctx, routeGet, body, func(d *decoder) error { return decodeRecord(d, &rec) })
+	if err != nil {
+		return spent.Record{}, err
+	}
+	return rec, nil
+}
+
+// Unknown implements spent.Service. It needs a token with the admin scope
+// (over all namespaces when namespace is empty). A limit of 0 or less asks
+// for the server's maximum, spent.MaxBatch.
+func (c *Client) Unknown(ctx context.Context, namespace string, limit int) ([]spent.Record, error) {
+	if err := checkText("namespace", namespace); err != nil {
+		return nil, err
+	}
+	if limit < 0 || limit > spent.MaxBatch {
+		limit = 0
+	}
+	body := append(make([]byte, 0, 64), `{"namespace":`...)
+	body = appendString(body, namespace)
+	body = append(body, `,"limit":`...)
+	body = strconv.AppendInt(body, int64(limit), 10)
+	body = append(body, '}')
+	var recs []spent.Record
+	err := c.do(ctx, routeUnknown, body, func(d *decoder) error {
+		return d.object(func(name []byte) error {
+			if string(name) != "records" {
+				return d.skip(1)
+			}
+			return d.array(func(int) error {
+				recs = append(recs, spent.Record{})
+				return decodeRecord(d, &recs[len(recs)-1])
+			})
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return recs, nil
+}

@@ -1,0 +1,218 @@
+package http
+
+import (
+	"errors"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spentledger/spent"
+)
+
+// Metric names, exported so that dashboards and tests name them once.
+const (
+	// MetricClaims counts answered claims by namespace and outcome.
+	MetricClaims = "spent_claims_total"
+	// MetricClaimDuration is a histogram of the time the ledger takes to
+	// answer a claim request (durable write included), by endpoint ("claim"
+	// or "claims"); a batch is one observation.
+	MetricClaimDuration = "spent_claim_duration_seconds"
+	// MetricBatchSize is a histogram of the number of claims per batch.
+	MetricBatchSize = "spent_claim_batch_size"
+	// MetricStoreErrors counts requests answered "unavailable" because the
+	// store failed, by endpoint.
+	MetricStoreErrors = "spent_store_errors_total"
+	// MetricRequests counts HTTP requests by route and status code.
+	MetricRequests = "spent_http_requests_total"
+)
+
+// Routes, as they appear in the route label.
+var routes = [...]string{
+	routeClaim:    "/v1/claim",
+	routeClaims:   "/v1/claims",
+	routeComplete: "/v1/complete",
+	routeRelease:  "/v1/release",
+	routeGet:      "/v1/get",
+	routeUnknown:  "/v1/unknown",
+	routeHealthz:  "/healthz",
+	routeReadyz:   "/readyz",
+	routeMetrics:  "/metrics",
+	routeOther:    "other",
+}
+
+type route int
+
+const (
+	routeClaim route = iota
+	routeClaims
+	routeComplete
+	routeRelease
+	routeGet
+	routeUnknown
+	routeHealthz
+	routeReadyz
+	routeMetrics
+	routeOther
+	numRoutes
+)
+
+// endpoint names the route in the endpoint label ("claim", "get", ...).
+func (r route) endpoint() string {
+	if r <= routeUnknown {
+		return routes[r][len("/v1/"):]
+	}
+	return routes[r][1:]
+}
+
+// statuses the server answers with; their counters are made up front.
+var statuses = [...]int{200, 400, 401, 403, 404, 405, 409, 413, 500, 503}
+
+var outcomes = [...]spent.Outcome{spent.Fresh, spent.Replayed, spent.InProgress, spent.Refused, spent.Mismatch}
+
+func outcomeIndex(o spent.Outcome) int {
+	switch o {
+	case spent.Fresh:
+		return 0
+	case spent.Replayed:
+		return 1
+	case spent.InProgress:
+		return 2
+	case spent.Refused:
+		return 3
+	}
+	return 4
+}
+
+// metrics holds the server's collectors, with the hot series resolved once so
+// that the request path never hashes label values.
+type metrics struct {
+	claims      map[string]*[len(outcomes)]prometheus.Counter
+	duration    [2]prometheus.Observer // claim, claims
+	batchSize   prometheus.Observer
+	storeErrors *prometheus.CounterVec
+	requests    *prometheus.CounterVec
+	reqByStatus [numRoutes][len(statuses)]prometheus.Counter
+}
+
+// register registers c, or reuses the collector already registered under
+// the same description (two servers over one registry).
+func register[T prometheus.Collector](reg prometheus.Registerer, c T) (T, error) {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if old, ok := are.ExistingCollector.(T); ok {
+				return old, nil
+			}
+		}
+		return c, err
+	}
+	return c, nil
+}
+
+func newMetrics(reg prometheus.Registerer, namespaces []string) (*metrics, error) {
+	claims, err := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: MetricClaims,
+		Help: "Claims answered, by namespace and outcome.",
+	}, []string{"namespace", "outcome"}))
+	if err != nil {
+		return nil, err
+	}
+	duration, err := register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    MetricClaimDuration,
+		Help:    "Time the ledger took to answer a claim request, durable write included, by endpoint.",
+		Buckets: prometheus.ExponentialBuckets(50e-6, 2, 16), // 50 µs to 1.6 s
+	}, []string{"endpoint"}))
+	if err != nil {
+		return nil, err
+	}
+	batch, err := register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    MetricBatchSize,
+		Help:    "Claims per batch request.",
+		Buckets: []float64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000},
+	}))
+	if err != nil {
+		return nil, err
+	}
+	storeErrors, err := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: MetricStoreErrors,
+		Help: "Requests answered unavailable because the store failed, by endpoint.",
+	}, []string{"endpoint"}))
+	if err != nil {
+		return nil, err
+	}
+	requests, err := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: MetricRequests,
+		Help: "HTTP requests by route and status code.",
+	}, []string{"route", "code"}))
+	if err != nil {
+		return nil, err
+	}
+	m := &metrics{
+		claims:      make(map[string]*[len(outcomes)]prometheus.Counter, len(namespaces)),
+		batchSize:   batch,
+		storeErrors: storeErrors,
+		requests:    requests,
+	}
+	m.duration[0] = duration.WithLabelValues("claim")
+	m.duration[1] = duration.WithLabelValues("claims")
+	for _, ns := range namespaces {
+		var cs [len(outcomes)]prometheus.Counter
+		for i, o := range outcomes {
+			cs[i] = claims.WithLabelValues(ns, string(o))
+		}
+		m.claims[ns] = &cs
+	}
+	for r := range numRoutes {
+		for i, st := range statuses {
+			m.reqByStatus[r][i] = requests.WithLabelValues(routes[r], strconv.Itoa(st))
+		}
+	}
+	for _, r := range []route{routeClaim, routeClaims, routeComplete, routeRelease, routeGet, routeUnknown, routeReadyz} {
+		storeErrors.WithLabelValues(r.endpoint())
+	}
+	return m, nil
+}
+
+func (m *metrics) request(r route, status int) {
+	for i, st := range statuses {
+		if st == status {
+			m.reqByStatus[r][i].Inc()
+			return
+		}
+	}
+	m.requests.WithLabelValues(routes[r], strconv.Itoa(status)).Inc()
+}
+
+func (m *metrics) outcome(res *spent.Result) {
+	if cs := m.claims[res.Record.Namespace]; cs != nil {
+		cs[outcomeIndex(res.Outcome)].Inc()
+	}
+}
+
+// outcomes counts a batch's outcomes, adding once per series.
+func (m *metrics) outcomes(rs []spent.Result) {
+	var last string
+	var cs *[len(outcomes)]prometheus.Counter
+	var n [len(outcomes)]int
+	flush := func() {
+		if cs != nil {
+			for i, k := range n {
+				if k > 0 {
+					cs[i].Add(float64(k))
+				}
+			}
+		}
+		n = [len(outcomes)]int{}
+	}
+	for i := range rs {
+		if ns := rs[i].Record.Namespace; i == 0 || ns != last {
+			flush()
+			last, cs = ns, m.claims[ns]
+		}
+		n[outcomeIndex(rs[i].Outcome)]++
+	}
+	flush()
+}
+
+func (m *metrics) storeError(r route) {
+	m.storeErrors.WithLabelValues(r.endpoint()).Inc()
+}

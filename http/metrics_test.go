@@ -1,0 +1,113 @@
+package http_test
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	sphttp "github.com/spentledger/spent/http"
+	"github.com/spentledger/spent/inmem"
+)
+
+// scrape reads /metrics and returns each sample by its series text, labels
+// as the exposition format writes them (sorted by name).
+func scrape(tb testing.TB, url string) map[string]float64 {
+	tb.Helper()
+	a := request(tb, http.MethodGet, url+"/metrics", nil)
+	if a.status != http.StatusOK {
+		tb.Fatalf("/metrics: got %d", a.status)
+	}
+	out := map[string]float64{}
+	sc := bufio.NewScanner(bytes.NewReader(a.body))
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			tb.Fatalf("metrics line %q: %v", line, err)
+		}
+		out[line[:i]] = v
+	}
+	return out
+}
+
+func wantSample(tb testing.TB, samples map[string]float64, series string, want float64) {
+	tb.Helper()
+	got, ok := samples[series]
+	if !ok {
+		tb.Fatalf("no sample %s", series)
+	}
+	if got != want {
+		tb.Fatalf("%s: got %v, want %v", series, got, want)
+	}
+}
+
+func TestMetrics(t *testing.T) {
+	e := MustServe(t, sphttp.DefaultConfig())
+	before := scrape(t, e.url)
+	wantSample(t, before, `spent_claims_total{namespace="echo",outcome="fresh"}`, 0)
+	wantSample(t, before, `spent_store_errors_total{endpoint="claim"}`, 0)
+
+	for _, body := range []string{
+		`{"namespace":"echo","key":"a","result":""}`,
+		`{"namespace":"echo","key":"a","result":""}`,
+		`{"namespace":"echo","key":"b"}`,
+		`{"namespace":"echo","key":"b"}`,
+		`{"namespace":"refuse","key":"t","result":""}`,
+		`{"namespace":"refuse","key":"t","result":""}`,
+	} {
+		wantOK(t, e.post(t, "/v1/claim", "", body))
+	}
+	wantOK(t, e.post(t, "/v1/claims", "", `{"claims":[{"namespace":"echo","key":"c"},{"namespace":"echo","key":"d"},{"namespace":"echo","key":"a","result":""}]}`))
+	e.post(t, "/v1/claim", "", `{"namespace":"nope","key":"k"}`)
+	e.store.SetFaults(inmem.Faults{Before: func(string) error { return errors.New("down") }})
+	e.post(t, "/v1/claim", "", `{"namespace":"echo","key":"z"}`)
+	e.store.SetFaults(inmem.Faults{})
+
+	m := scrape(t, e.url)
+	wantSample(t, m, `spent_claims_total{namespace="echo",outcome="fresh"}`, 4)
+	wantSample(t, m, `spent_claims_total{namespace="echo",outcome="replayed"}`, 2)
+	wantSample(t, m, `spent_claims_total{namespace="echo",outcome="in_progress"}`, 1)
+	wantSample(t, m, `spent_claims_total{namespace="refuse",outcome="fresh"}`, 1)
+	wantSample(t, m, `spent_claims_total{namespace="refuse",outcome="refused"}`, 1)
+	wantSample(t, m, `spent_claims_total{namespace="echo",outcome="mismatch"}`, 0)
+	wantSample(t, m, `spent_http_requests_total{code="200",route="/v1/claim"}`, 6)
+	wantSample(t, m, `spent_http_requests_total{code="200",route="/v1/claims"}`, 1)
+	wantSample(t, m, `spent_http_requests_total{code="400",route="/v1/claim"}`, 1)
+	wantSample(t, m, `spent_http_requests_total{code="503",route="/v1/claim"}`, 1)
+	wantSample(t, m, `spent_http_requests_total{code="200",route="/metrics"}`, 1)
+	wantSample(t, m, `spent_store_errors_total{endpoint="claim"}`, 1)
+	wantSample(t, m, `spent_claim_batch_size_count`, 1)
+	wantSample(t, m, `spent_claim_batch_size_sum`, 3)
+	// Every claim request that reached the ledger is timed, failed ones too.
+	wantSample(t, m, `spent_claim_duration_seconds_count{endpoint="claim"}`, 8)
+	wantSample(t, m, `spent_claim_duration_seconds_count{endpoint="claims"}`, 1)
+	if _, ok := m[`go_goroutines`]; !ok {
+		t.Error("private registry lacks the Go collector")
+	}
+}
+
+func TestMetricsSharedRegistry(t *testing.T) {
+	// Two servers over one registry share their collectors instead of
+	// failing to register them twice.
+	reg := prometheus.NewRegistry()
+	cfg := sphttp.DefaultConfig()
+	cfg.Registerer = reg
+	e1 := MustServe(t, cfg)
+	e2 := MustServe(t, cfg)
+	wantOK(t, e1.post(t, "/v1/claim", "", `{"namespace":"echo","key":"a"}`))
+	wantOK(t, e2.post(t, "/v1/claim", "", `{"namespace":"echo","key":"a"}`))
+	m := scrape(t, e1.url)
+	wantSample(t, m, `spent_claims_total{namespace="echo",outcome="fresh"}`, 2)
+	if _, ok := m[`go_goroutines`]; ok {
+		t.Error("a caller's registry got the Go collector added")
+	}
+}

@@ -1,0 +1,108 @@
+package http
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/spentledger/spent"
+)
+
+// ProblemType is the prefix of the "type" member of every problem document;
+// the code follows it. It points at the error table in docs/http-api.md.
+const ProblemType = "https://github.com/spentledger/spent/blob/main/docs/http-api.md#code-"
+
+// codes is the one table that maps each error code to its HTTP status and
+// a short title. The client reads the code back from the problem document,
+// so both directions agree by construction.
+var codes = map[string]struct {
+	status int
+	title  string
+}{
+	spent.EInvalid:          {http.StatusBadRequest, "Invalid request"},
+	spent.EUnknownNamespace: {http.StatusBadRequest, "Unknown namespace"},
+	spent.EKeyTooLong:       {http.StatusBadRequest, "Key too long"},
+	spent.EUnauthorized:     {http.StatusUnauthorized, "Unauthorized"},
+	spent.EForbidden:        {http.StatusForbidden, "Forbidden"},
+	spent.ENotFound:         {http.StatusNotFound, "Not found"},
+	spent.ENotPending:       {http.StatusConflict, "Record is not pending"},
+	spent.ESeqMismatch:      {http.StatusConflict, "Seq mismatch"},
+	spent.ELeaseExpired:     {http.StatusConflict, "Lease expired"},
+	spent.ETooLarge:         {http.StatusRequestEntityTooLarge, "Too large"},
+	spent.EUnavailable:      {http.StatusServiceUnavailable, "Store unavailable"},
+	spent.EInternal:         {http.StatusInternalServerError, "Internal error"},
+}
+
+// StatusOf returns the HTTP status the server answers an error code with:
+// 500 for a code it does not know.
+func StatusOf(code string) int {
+	if c, ok := codes[code]; ok {
+		return c.status
+	}
+	return http.StatusInternalServerError
+}
+
+// codeOfStatus guesses a code for a response that carries no problem
+// document of ours (a proxy's error page, say). Only statuses that cannot be
+// misread are mapped to their code; a bare 404 or 409 from something else is
+// not evidence about a record, so it becomes EInvalid (the request went to
+// the wrong place), and every 5xx, 408 and 429 becomes EUnavailable
+// (retryable).
+func codeOfStatus(status int) string {
+	switch {
+	case status == http.StatusUnauthorized:
+		return spent.EUnauthorized
+	case status == http.StatusForbidden:
+		return spent.EForbidden
+	case status == http.StatusRequestEntityTooLarge:
+		return spent.ETooLarge
+	case status == http.StatusRequestTimeout, status == http.StatusTooManyRequests, status >= 500:
+		return spent.EUnavailable
+	}
+	return spent.EInvalid
+}
+
+// appendProblem appends an RFC 9457 problem document.
+func appendProblem(b []byte, code string, status int, detail string) []byte {
+	title := "Error"
+	if c, ok := codes[code]; ok {
+		title = c.title
+	}
+	b = append(b, `{"type":`...)
+	b = appendString(b, ProblemType+code)
+	b = append(b, `,"title":`...)
+	b = appendString(b, title)
+	b = append(b, `,"status":`...)
+	b = strconv.AppendInt(b, int64(status), 10)
+	b = append(b, `,"detail":`...)
+	b = appendString(b, detail)
+	b = append(b, `,"code":`...)
+	b = appendString(b, code)
+	return append(b, "}\n"...)
+}
+
+// problem is a decoded problem document.
+type problem struct {
+	typ, title, detail, code string
+	status                   int64
+}
+
+func decodeProblem(d *decoder, p *problem) error {
+	return d.object(func(name []byte) error {
+		var err error
+		switch string(name) {
+		case "type":
+			p.typ, err = d.str()
+		case "title":
+			p.title, err = d.str()
+		case "detail":
+			p.detail, err = d.str()
+		case "code":
+			p.code, err = d.str()
+		case "status":
+			p.status, err = d.integer()
+		default:
+			err = d.skip(1)
+		}
+		return err
+	})
+}

@@ -1,0 +1,552 @@
+package http
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spentledger/spent"
+)
+
+// DefaultMaxBody is the default limit on a request body: 32 MiB.
+const DefaultMaxBody = 32 << 20
+
+// Config configures a Server. Start from DefaultConfig.
+type Config struct {
+	// Tokens are the accepted bearer tokens. With none, authentication is
+	// off and every request may do everything: bind such a server to
+	// loopback only.
+	Tokens []Token
+	// MaxBody is the largest request body accepted, in bytes; larger bodies
+	// are answered 413. Zero means DefaultMaxBody.
+	MaxBody int64
+	// Registerer receives the server's metrics. Nil means a private registry
+	// that also holds the Go runtime and process collectors.
+	Registerer prometheus.Registerer
+	// Gatherer is served at /metrics. Nil means the Registerer when it is
+	// also a Gatherer (a *prometheus.Registry), else the private registry.
+	Gatherer prometheus.Gatherer
+	// Logger receives store failures and internal errors; nil discards them.
+	// Nothing is logged per request.
+	Logger *slog.Logger
+	// Ready is the /readyz probe. Nil means: a Get of a fixed key in the
+	// first namespace either finds a record or answers not_found.
+	Ready func(context.Context) error
+}
+
+// DefaultConfig returns a Config with the default body limit, no tokens
+// (authentication off) and private metrics.
+func DefaultConfig() Config {
+	return Config{MaxBody: DefaultMaxBody}
+}
+
+// Validate refuses unusable settings: a negative body limit, or tokens that
+// are short, malformed, duplicated or without scopes. NewServer also checks
+// that every token's namespaces are configured in the ledger.
+func (c Config) Validate() error {
+	if c.MaxBody < 0 {
+		return fmt.Errorf("http: max body %d: must not be negative", c.MaxBody)
+	}
+	_, err := newGrants(c.Tokens, nil)
+	return err
+}
+
+// Server answers the HTTP API over a Ledger. It is an http.Handler; wrap it
+// in an http.Server with timeouts of your choosing.
+type Server struct {
+	ledger  *spent.Ledger
+	maxBody int64
+	grants  []grant
+	m       *metrics
+	scrape  http.Handler
+	log     *slog.Logger
+	ready   func(context.Context) error
+	names   map[string]string // namespace names, for interning
+	pool    sync.Pool         // *exchange
+}
+
+// exchange holds the buffers of one request, reused across requests.
+type exchange struct {
+	in     []byte
+	out    []byte
+	d      decoder
+	claims []spent.Claim
+}
+
+// maxPooled is the largest buffer kept for reuse; bigger ones are dropped so
+// that one huge batch does not pin its memory forever.
+const maxPooled = 1 << 20
+
+// NewServer returns a Server over l.
+func NewServer(l *spent.Ledger, cfg Config) (*Server, error) {
+	if l == nil {
+		return nil, errors.New("http: nil ledger")
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	grants, err := newGrants(cfg.Tokens, l)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.MaxBody == 0 {
+		cfg.MaxBody = DefaultMaxBody
+	}
+	reg, gat := cfg.Registerer, cfg.Gatherer
+	if reg == nil {
+		r := prometheus.NewRegistry()
+		r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		reg = r
+		if gat == nil {
+			gat = r
+		}
+	}
+	if gat == nil {
+		if g, ok := reg.(prometheus.Gatherer); ok {
+			gat = g
+		} else {
+			gat = prometheus.NewRegistry()
+		}
+	}
+	m, err := newMetrics(reg, l.Namespaces())
+	if err != nil {
+		return nil, fmt.Errorf("http: metrics: %w", err)
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{
+		ledger:  l,
+		maxBody: cfg.MaxBody,
+		grants:  grants,
+		m:       m,
+		scrape:  promhttp.HandlerFor(gat, promhttp.HandlerOpts{ErrorLog: slogPrinter{log}}),
+		log:     log,
+		ready:   cfg.Ready,
+	}
+	if s.ready == nil {
+		ns := l.Namespaces()[0]
+		s.ready = func(ctx context.Context) error {
+			_, err := l.Get(ctx, ns, "spent/readyz")
+			if spent.ErrorCode(err) == spent.ENotFound {
+				return nil
+			}
+			return err
+		}
+	}
+	s.names = make(map[string]string)
+	for _, ns := range l.Namespaces() {
+		s.names[ns] = ns
+	}
+	s.pool.New = func() any { return &exchange{d: decoder{names: s.names}} }
+	return s, nil
+}
+
+type slogPrinter struct{ log *slog.Logger }
+
+func (p slogPrinter) Println(v ...any) { p.log.Error("metrics: " + fmt.Sprint(v...)) }
+
+func routeOf(path string) route {
+	switch path {
+	case "/v1/claim":
+		return routeClaim
+	case "/v1/claims":
+		return routeClaims
+	case "/v1/complete":
+		return routeComplete
+	case "/v1/release":
+		return routeRelease
+	case "/v1/get":
+		return routeGet
+	case "/v1/unknown":
+		return routeUnknown
+	case "/healthz":
+		return routeHealthz
+	case "/readyz":
+		return routeReadyz
+	case "/metrics":
+		return routeMetrics
+	}
+	return routeOther
+}
+
+// Shared header values; net/http only reads them.
+var (
+	hdrJSON    = []string{"application/json"}
+	hdrProblem = []string{"application/problem+json"}
+	hdrTrue    = []string{"true"}
+	hdrPost    = []string{"POST"}
+	hdrGet     = []string{"GET, HEAD"}
+	hdrNoStore = []string{"no-store"}
+	hdrBearer  = []string{`Bearer realm="spent"`}
+	hdrBadTok  = []string{`Bearer realm="spent", error="invalid_token"`}
+)
+
+// ServeHTTP answers one request of the API described in docs/http-api.md.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rt := routeOf(r.URL.Path)
+	x := s.pool.Get().(*exchange)
+	status := 0
+	defer func() {
+		if p := recover(); p != nil {
+			if p == http.ErrAbortHandler {
+				panic(p)
+			}
+			s.log.Error("http: panic", "route", routes[rt], "panic", p)
+			status = s.fail(w, x, rt, spent.Errorf(spent.EInternal, "internal error"))
+		}
+		s.m.request(rt, status)
+		s.release(x)
+	}()
+	switch rt {
+	case routeHealthz, routeReadyz, routeMetrics:
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header()["Allow"] = hdrGet
+			status = s.problem(w, x, spent.EInvalid, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed; use GET")
+			return
+		}
+	case routeOther:
+		status = s.problem(w, x, spent.EInvalid, http.StatusNotFound, "no such endpoint: "+r.URL.Path)
+		return
+	default:
+		if r.Method != http.MethodPost {
+			w.Header()["Allow"] = hdrPost
+			status = s.problem(w, x, spent.EInvalid, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed; use POST")
+			return
+		}
+	}
+	switch rt {
+	case routeHealthz:
+		status = s.reply(w, append(x.out[:0], "{\"status\":\"ok\"}\n"...))
+	case routeReadyz:
+		status = s.readyz(w, r, x)
+	case routeMetrics:
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		s.scrape.ServeHTTP(sw, r)
+		status = sw.status
+	default:
+		status = s.api(w, r, x, rt)
+	}
+}
+
+func (s *Server) release(x *exchange) {
+	if cap(x.in) > maxPooled || cap(x.out) > maxPooled || cap(x.claims) > maxPooled/64 {
+		return
+	}
+	clear(x.claims)
+	x.claims = x.claims[:0]
+	x.d = decoder{key: x.d.key[:0], val: x.d.val[:0], names: s.names}
+	s.pool.Put(x)
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.status = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request, x *exchange) int {
+	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	defer cancel()
+	if err := s.ready(ctx); err != nil {
+		s.m.storeError(routeReadyz)
+		s.log.Warn("http: not ready", "err", err)
+		return s.problem(w, x, spent.EUnavailable, http.StatusServiceUnavailable, "store not ready")
+	}
+	return s.reply(w, append(x.out[:0], "{\"status\":\"ready\"}\n"...))
+}
+
+// api runs the steps every /v1 endpoint shares: authenticate, check the
+// content type, read the body; then the endpoint's own work.
+func (s *Server) api(w http.ResponseWriter, r *http.Request, x *exchange, rt route) int {
+	g, err := s.authenticate(r)
+	if err != nil {
+		return s.fail(w, x, rt, err)
+	}
+	if err := checkContentType(r); err != nil {
+		return s.fail(w, x, rt, err)
+	}
+	if err := s.readBody(r, x); err != nil {
+		return s.fail(w, x, rt, err)
+	}
+	x.d.reset(x.in)
+	switch rt {
+	case routeClaim:
+		return s.claim(w, r, x, g)
+	case routeClaims:
+		return s.claims(w, r, x, g)
+	case routeComplete, routeRelease:
+		return s.end(w, r, x, g, rt)
+	case routeGet:
+		return s.get(w, r, x, g)
+	default:
+		return s.unknown(w, r, x, g)
+	}
+}
+
+func checkContentType(r *http.Request) error {
+	v := r.Header["Content-Type"]
+	if len(v) == 1 {
+		if v[0] == "application/json" {
+			return nil
+		}
+		mt, _, _ := strings.Cut(v[0], ";")
+		if strings.EqualFold(strings.TrimSpace(mt), "application/json") {
+			return nil
+		}
+	}
+	// Insisting on JSON makes a browser ask before sending, so that a web
+	// page cannot claim keys on a loopback server without authentication.
+	return spent.Errorf(spent.EInvalid, "Content-Type must be application/json")
+}
+
+// readBody reads the whole body into x.in, up to s.maxBody bytes.
+func (s *Server) readBody(r *http.Request, x *exchange) error {
+	if r.ContentLength > s.maxBody {
+		return tooLarge(s.maxBody)
+	}
+	want := r.ContentLength + 1 // room to see EOF without growing
+	if want <= 0 {
+		want = 4096
+	}
+	buf := x.in[:0]
+	if int64(cap(buf)) < want {
+		buf = make([]byte, 0, want)
+	}
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := r.Body.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if int64(len(buf)) > s.maxBody {
+			x.in = buf[:0]
+			return tooLarge(s.maxBody)
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			x.in = buf[:0]
+			return spent.Errorf(spent.EInvalid, "reading body: %s", err.Error())
+		}
+	}
+	x.in = buf
+	return nil
+}
+
+func tooLarge(max int64) error {
+	return spent.Errorf(spent.ETooLarge, "body over %d bytes", max)
+}
+
+func (s *Server) claim(w http.ResponseWriter, r *http.Request, x *exchange, g *grant) int {
+	var c spent.Claim
+	if err := decodeClaim(&x.d, -1, &c); err != nil {
+		return s.fail(w, x, routeClaim, err)
+	}
+	if err := x.d.end(); err != nil {
+		return s.fail(w, x, routeClaim, malformed(err))
+	}
+	if !g.allows(c.Namespace, false) {
+		return s.fail(w, x, routeClaim, forbidden(c.Namespace, false))
+	}
+	start := time.Now()
+	res, err := s.ledger.Claim(r.Context(), c)
+	s.m.duration[0].Observe(time.Since(start).Seconds())
+	if err != nil {
+		return s.fail(w, x, routeClaim, err)
+	}
+	s.m.outcome(&res)
+	switch res.Outcome {
+	case spent.Replayed:
+		w.Header()["Idempotent-Replayed"] = hdrTrue
+	case spent.InProgress:
+		if !res.Unknown {
+			w.Header()["Retry-After"] = []string{retryAfterHeader(res.RetryAfter)}
+		}
+	}
+	x.out = appendClaimResult(x.out[:0], &res)
+	return s.reply(w, append(x.out, '\n'))
+}
+
+func (s *Server) claims(w http.ResponseWriter, r *http.Request, x *exchange, g *grant) int {
+	var err error
+	x.claims, err = decodeClaims(&x.d, spent.MaxBatch, x.claims[:0])
+	if err != nil {
+		return s.fail(w, x, routeClaims, err)
+	}
+	if err := x.d.end(); err != nil {
+		return s.fail(w, x, routeClaims, malformed(err))
+	}
+	last := ""
+	for i := range x.claims {
+		if ns := x.claims[i].Namespace; i == 0 || ns != last {
+			if !g.allows(ns, false) {
+				return s.fail(w, x, routeClaims, forbidden(ns, false))
+			}
+			last = ns
+		}
+	}
+	start := time.Now()
+	res, err := s.ledger.ClaimBatch(r.Context(), x.claims)
+	s.m.duration[1].Observe(time.Since(start).Seconds())
+	if err != nil {
+		return s.fail(w, x, routeClaims, err)
+	}
+	s.m.batchSize.Observe(float64(len(x.claims)))
+	s.m.outcomes(res)
+	b := append(x.out[:0], `{"results":[`...)
+	for i := range res {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendClaimResult(b, &res[i])
+	}
+	x.out = append(b, "]}\n"...)
+	return s.reply(w, x.out)
+}
+
+// end answers complete and release.
+func (s *Server) end(w http.ResponseWriter, r *http.Request, x *exchange, g *grant, rt route) int {
+	var t target
+	names := releaseNames
+	if rt == routeComplete {
+		names = completeNames
+	}
+	if err := decodeTarget(&x.d, names, rt == routeComplete, &t); err != nil {
+		return s.fail(w, x, rt, err)
+	}
+	if err := x.d.end(); err != nil {
+		return s.fail(w, x, rt, malformed(err))
+	}
+	if !g.allows(t.namespace, t.force) {
+		return s.fail(w, x, rt, forbidden(t.namespace, t.force))
+	}
+	if rt == routeRelease {
+		err := s.ledger.Release(r.Context(), spent.Release{
+			Namespace: t.namespace, Key: t.key, Hash: t.hash, Seq: t.seq, Force: t.force,
+		})
+		if err != nil {
+			return s.fail(w, x, rt, err)
+		}
+		return s.reply(w, append(x.out[:0], "{}\n"...))
+	}
+	rec, err := s.ledger.Complete(r.Context(), spent.Completion{
+		Namespace: t.namespace, Key: t.key, Hash: t.hash, Seq: t.seq, Result: t.result, Force: t.force,
+	})
+	if err != nil {
+		return s.fail(w, x, rt, err)
+	}
+	x.out = appendRecord(x.out[:0], &rec)
+	return s.reply(w, append(x.out, '\n'))
+}
+
+func (s *Server) get(w http.ResponseWriter, r *http.Request, x *exchange, g *grant) int {
+	var ns, key string
+	if err := decodeGet(&x.d, &ns, &key); err != nil {
+		return s.fail(w, x, routeGet, err)
+	}
+	if err := x.d.end(); err != nil {
+		return s.fail(w, x, routeGet, malformed(err))
+	}
+	if !g.allows(ns, false) {
+		return s.fail(w, x, routeGet, forbidden(ns, false))
+	}
+	rec, err := s.ledger.Get(r.Context(), ns, key)
+	if err != nil {
+		return s.fail(w, x, routeGet, err)
+	}
+	x.out = appendRecord(x.out[:0], &rec)
+	return s.reply(w, append(x.out, '\n'))
+}
+
+func (s *Server) unknown(w http.ResponseWriter, r *http.Request, x *exchange, g *grant) int {
+	var ns string
+	var limit int
+	if err := decodeUnknown(&x.d, &ns, &limit); err != nil {
+		return s.fail(w, x, routeUnknown, err)
+	}
+	if err := x.d.end(); err != nil {
+		return s.fail(w, x, routeUnknown, malformed(err))
+	}
+	if !g.allows(ns, true) {
+		return s.fail(w, x, routeUnknown, forbidden(ns, true))
+	}
+	recs, err := s.ledger.Unknown(r.Context(), ns, limit)
+	if err != nil {
+		return s.fail(w, x, routeUnknown, err)
+	}
+	b := append(x.out[:0], `{"records":[`...)
+	for i := range recs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendRecord(b, &recs[i])
+	}
+	x.out = append(b, "]}\n"...)
+	return s.reply(w, x.out)
+}
+
+// reply writes a 200 JSON answer.
+func (s *Server) reply(w http.ResponseWriter, body []byte) int {
+	return s.write(w, http.StatusOK, hdrJSON, body)
+}
+
+func (s *Server) write(w http.ResponseWriter, status int, ctype []string, body []byte) int {
+	h := w.Header()
+	h["Content-Type"] = ctype
+	h["Cache-Control"] = hdrNoStore
+	if len(body) > 2048 {
+		// Smaller bodies get their Content-Length from net/http for free.
+		h["Content-Length"] = []string{strconv.Itoa(len(body))}
+	}
+	w.WriteHeader(status)
+	w.Write(body)
+	return status
+}
+
+// fail answers err as a problem document, with the status its code maps to.
+func (s *Server) fail(w http.ResponseWriter, x *exchange, rt route, err error) int {
+	code := spent.ErrorCode(err)
+	detail := "internal error"
+	var e *spent.Error
+	if errors.As(err, &e) && code != spent.EInternal {
+		detail = e.Message
+	}
+	switch code {
+	case spent.EUnavailable:
+		s.m.storeError(rt)
+		s.log.Warn("http: store unavailable", "route", routes[rt], "err", err)
+	case spent.EInternal:
+		s.log.Error("http: internal error", "route", routes[rt], "err", err)
+	case spent.EUnauthorized:
+		if err == errBadToken {
+			w.Header()["Www-Authenticate"] = hdrBadTok
+		} else {
+			w.Header()["Www-Authenticate"] = hdrBearer
+		}
+	}
+	return s.problem(w, x, code, StatusOf(code), detail)
+}
+
+func (s *Server) problem(w http.ResponseWriter, x *exchange, code string, status int, detail string) int {
+	x.out = appendProblem(x.out[:0], code, status, detail)
+	return s.write(w, status, hdrProblem, x.out)
+}
