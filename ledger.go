@@ -1,6 +1,7 @@
 package spent
 
 import (
+	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -283,17 +284,7 @@ func answer(p Policy, c *Claim, op *ClaimOp, res ClaimResult) Result {
 	return out
 }
 
-func sameFingerprint(a, b []byte) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
+func sameFingerprint(a, b []byte) bool { return bytes.Equal(a, b) }
 
 // Claim records the first claim of c.Key in c.Namespace, or answers from the
 // stored record. It returns only once the answer is durable. Store failures
@@ -407,19 +398,26 @@ func (l *Ledger) target(ctx context.Context, ns, key string, h Hash, seq Seq, fo
 }
 
 // Complete stores the result of a fresh two-step claim, durable on return. See
-// [Completion] for who may complete what.
+// [Completion] for who may complete what. Completing again with the same seq
+// and the same bytes succeeds, so a completion whose answer was lost can be
+// retried; other bytes get ENotPending.
 func (l *Ledger) Complete(ctx context.Context, c Completion) (Record, error) {
 	if len(c.Result) > l.cfg.MaxResult {
 		return Record{}, Errorf(ETooLarge, "result of %d bytes: at most %d", len(c.Result), l.cfg.MaxResult)
 	}
 	now := l.cfg.Now()
-	r, err := l.target(ctx, c.Namespace, c.Key, c.Hash, c.Seq, c.Force, now)
-	if err != nil {
-		return r, err
-	}
 	result := c.Result
 	if result == nil {
 		result = []byte{}
+	}
+	r, err := l.target(ctx, c.Namespace, c.Key, c.Hash, c.Seq, c.Force, now)
+	if err != nil {
+		// A completion retried after an ambiguous failure finds its own
+		// result already stored: that is success, not a conflict.
+		if ErrorCode(err) == ENotPending && !c.Seq.IsZero() && r.Seq == c.Seq && bytes.Equal(r.Result, result) {
+			return r, nil
+		}
+		return Record{}, err
 	}
 	rec, err := l.store.Complete(ctx, r.Key, r.Seq, result, now)
 	if err != nil {

@@ -359,8 +359,11 @@ func testComplete(t *testing.T, h Harness) {
 		forEachNamespace(t, allNamespaces, func(t *testing.T, ns string) {
 			e := newEnv(t, h)
 			one := e.claimWant(oneStep(ns, "one", []byte("r")), spent.Fresh)
-			_, err := e.complete(spent.Completion{Namespace: ns, Key: "one", Seq: one.Record.Seq, Result: []byte("r")})
-			wantCode(t, "Complete of a one-step record", err, spent.ENotPending)
+			_, err := e.complete(spent.Completion{Namespace: ns, Key: "one", Seq: one.Record.Seq, Result: []byte("other")})
+			wantCode(t, "Complete of a one-step record with other bytes", err, spent.ENotPending)
+			// The same seq and bytes again is a retried completion: success.
+			_, err = e.complete(spent.Completion{Namespace: ns, Key: "one", Seq: one.Record.Seq, Result: []byte("r")})
+			wantCode(t, "Complete of a one-step record with its own bytes", err, "")
 			two := e.claimWant(twoStep(ns, "two"), spent.Fresh)
 			_, err = e.complete(spent.Completion{Namespace: ns, Key: "two", Seq: two.Record.Seq, Result: []byte("first")})
 			wantCode(t, "first Complete", err, "")
