@@ -1,0 +1,276 @@
+package pebble_test
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	pdb "github.com/cockroachdb/pebble/v2"
+	"github.com/spentledger/spent"
+	"github.com/spentledger/spent/pebble"
+)
+
+// Every benchmark claims fresh random keys, durably, and reports claims/s.
+// The figures depend on the disk's fsync latency; see BENCHMARKS.md for the
+// machine and the command.
+
+// benchOp returns a one-step claim of a fresh random key, the size of a
+// ticket-gate record, made now (as the ledger does, so that expiry times
+// increase as they do in service).
+func benchOp(rng *rand.Rand, seq uint64) spent.ClaimOp {
+	now := time.Now()
+	var h spent.Hash
+	binary.LittleEndian.PutUint64(h[:8], rng.Uint64())
+	binary.LittleEndian.PutUint64(h[8:], rng.Uint64())
+	return spent.ClaimOp{
+		Now: now,
+		Record: spent.Record{
+			Namespace: "tickets", Key: h, FirstSeen: now, Place: "gate-12",
+			State: spent.StateComplete, Result: []byte{}, ExpiresAt: now.Add(30 * time.Hour),
+			Seq: spent.Seq{Node: 1, Counter: seq},
+		},
+	}
+}
+
+// runClaimers runs b.N claims from workers goroutines, each calling claim
+// with its own random source, and reports claims/s.
+func runClaimers(b *testing.B, workers int, claim func(rng *rand.Rand, seq uint64) error) {
+	b.Helper()
+	var next atomic.Int64
+	var seqs atomic.Uint64
+	var wg sync.WaitGroup
+	cpu := cpuTime()
+	b.ResetTimer()
+	for w := 0; w < workers; w++ {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(w), uint64(time.Now().UnixNano())))
+			for next.Add(1) <= int64(b.N) {
+				if err := claim(rng, seqs.Add(1)); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b.StopTimer()
+	reportRate(b, cpu)
+}
+
+// cpuTime returns the CPU time the process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// reportRate reports claims/s and the CPU time the whole process spent per
+// claim, which depends less than claims/s on what else the machine runs.
+func reportRate(b *testing.B, cpuBefore time.Duration) {
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "claims/s")
+	b.ReportMetric(float64(cpuTime()-cpuBefore)/1e3/float64(b.N), "cpu-µs/claim")
+}
+
+// runBatches is runClaimers for callers that send size claims at a time.
+func runBatches(b *testing.B, callers, size int, claim func(ops []spent.ClaimOp) error) {
+	b.Helper()
+	var next atomic.Int64
+	var seqs atomic.Uint64
+	var wg sync.WaitGroup
+	cpu := cpuTime()
+	b.ResetTimer()
+	for c := 0; c < callers; c++ {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(c), uint64(time.Now().UnixNano())))
+			ops := make([]spent.ClaimOp, size)
+			for {
+				n := int(min(int64(size), int64(b.N)-(next.Add(int64(size))-int64(size))))
+				if n <= 0 {
+					return
+				}
+				for i := range ops[:n] {
+					ops[i] = benchOp(rng, seqs.Add(1))
+				}
+				if err := claim(ops[:n]); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b.StopTimer()
+	reportRate(b, cpu)
+}
+
+func openBench(b *testing.B) *pebble.Store {
+	b.Helper()
+	s, err := pebble.Open(b.TempDir(), pebble.DefaultOptions())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	return s
+}
+
+func reportStats(b *testing.B, s *pebble.Store) {
+	st := s.Stats()
+	if st.Rounds > 0 {
+		b.ReportMetric(float64(st.Claims)/float64(st.Rounds), "claims/round")
+	}
+	if st.FilterEntries > 0 {
+		b.ReportMetric(float64(st.FilterBytes)/float64(st.FilterEntries), "filter-B/record")
+	}
+}
+
+// BenchmarkClaim measures the store: Claim from 64 goroutines and from 4,096
+// goroutines, and ClaimBatch in batches of 100.
+func BenchmarkClaim(b *testing.B) {
+	for _, workers := range []int{64, 4096} {
+		b.Run("Concurrent"+strconv.Itoa(workers), func(b *testing.B) {
+			s := openBench(b)
+			ctx := context.Background()
+			runClaimers(b, workers, func(rng *rand.Rand, seq uint64) error {
+				_, err := s.Claim(ctx, benchOp(rng, seq))
+				return err
+			})
+			reportStats(b, s)
+		})
+	}
+	for _, callers := range []int{1, 41} {
+		b.Run("Batch100x"+strconv.Itoa(callers), func(b *testing.B) {
+			s := openBench(b)
+			ctx := context.Background()
+			runBatches(b, callers, 100, func(ops []spent.ClaimOp) error {
+				_, err := s.ClaimBatch(ctx, ops)
+				return err
+			})
+			reportStats(b, s)
+		})
+	}
+}
+
+// BenchmarkBareEngine is the baseline: pebble alone, one Set of the encoded
+// record per claim in its own pebble.Sync batch (pebble's commit pipeline
+// still groups the concurrent fsyncs), no read, no filter, no index.
+func BenchmarkBareEngine(b *testing.B) {
+	openDB := func(b *testing.B) *pdb.DB {
+		o := pebble.DefaultOptions()
+		db, err := pdb.Open(b.TempDir(), &pdb.Options{
+			CacheSize: o.CacheSize, MemTableSize: o.MemTableSize, FormatMajorVersion: pdb.FormatNewest,
+			Logger: quietLogger{},
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { db.Close() })
+		return db
+	}
+	for _, workers := range []int{64, 4096} {
+		b.Run("Concurrent"+strconv.Itoa(workers), func(b *testing.B) {
+			db := openDB(b)
+			runClaimers(b, workers, func(rng *rand.Rand, seq uint64) error {
+				op := benchOp(rng, seq)
+				return db.Set(pebble.RecordKey(op.Record.Key), pebble.EncodeRecord(&op.Record), pdb.Sync)
+			})
+		})
+	}
+	for _, callers := range []int{1, 41} {
+		b.Run("Batch100x"+strconv.Itoa(callers), func(b *testing.B) {
+			db := openDB(b)
+			runBatches(b, callers, 100, func(ops []spent.ClaimOp) error {
+				batch := db.NewBatch()
+				for i := range ops {
+					batch.Set(pebble.RecordKey(ops[i].Record.Key), pebble.EncodeRecord(&ops[i].Record), nil)
+				}
+				return batch.Commit(pdb.Sync)
+			})
+		})
+	}
+}
+
+// quietLogger drops pebble's informational messages.
+type quietLogger struct{}
+
+func (quietLogger) Infof(string, ...any) {}
+
+func (quietLogger) Errorf(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
+
+func (quietLogger) Fatalf(format string, args ...any) { panic(fmt.Sprintf(format, args...)) }
+
+// BenchmarkLedgerClaim runs the whole claim path of spent.Ledger over the
+// store: validation, HMAC of the key, seq allocation, the store, the answer.
+func BenchmarkLedgerClaim(b *testing.B) {
+	for _, workers := range []int{64, 4096} {
+		b.Run("Concurrent"+strconv.Itoa(workers), func(b *testing.B) {
+			s := openBench(b)
+			cfg := spent.DefaultConfig()
+			cfg.Secret = make([]byte, spent.MinSecretLen)
+			cfg.Namespaces = map[string]spent.Policy{"tickets": {
+				Mode: spent.ModeRefuse, Retention: 30 * time.Hour, Lease: time.Minute, OnLeaseExpiry: spent.Hold,
+			}}
+			l, err := spent.NewLedger(context.Background(), s, cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			runClaimers(b, workers, func(rng *rand.Rand, _ uint64) error {
+				var key [24]byte
+				binary.LittleEndian.PutUint64(key[:], rng.Uint64())
+				binary.LittleEndian.PutUint64(key[8:], rng.Uint64())
+				_, err := l.Claim(ctx, spent.Claim{Namespace: "tickets", Key: string(key[:16]), Place: "gate-12", Result: []byte{}})
+				return err
+			})
+			reportStats(b, s)
+		})
+	}
+}
+
+// BenchmarkOpen measures the start-up cost, mostly the rebuild of the
+// existence filter: the time to open a store of 500,000 records, also
+// reported per record.
+func BenchmarkOpen(b *testing.B) {
+	const records = 500000
+	dir := b.TempDir()
+	s, err := pebble.Open(dir, pebble.DefaultOptions())
+	if err != nil {
+		b.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	ops := make([]spent.ClaimOp, 5000)
+	for n := 0; n < records; n += len(ops) {
+		for i := range ops {
+			ops[i] = benchOp(rng, uint64(n+i+1))
+		}
+		if _, err := s.ClaimBatch(context.Background(), ops); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		s, err := pebble.Open(dir, pebble.DefaultOptions())
+		if err != nil {
+			b.Fatal(err)
+		}
+		if got := s.Stats().FilterEntries; got != records {
+			b.Fatalf("got %d filter entries, want %d", got, records)
+		}
+		b.StopTimer()
+		s.Close()
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/records, "ns/record")
+}

@@ -1,0 +1,281 @@
+package pebble
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spentledger/spent"
+)
+
+// Key layout. Every key starts with a two-byte prefix naming its keyspace:
+//
+//	r/ hash                                 → encoded record
+//	x/ expires_at hash                      → empty (expiry index)
+//	p/ lease_until seq.node seq.ctr hash    → namespace (pending index)
+//	m/format                                → format version (one byte)
+//	m/filter-size                           → filter entries at the last Close (uint64, a hint)
+//	m/seq/ node                             → last reserved counter (uint64)
+//
+// Instants in keys are [timeLen] bytes that sort like the instants they
+// encode (see putTime), so both indexes are ordered by time and walked from
+// their start.
+const (
+	prefixRecord  = "r/"
+	prefixExpiry  = "x/"
+	prefixPending = "p/"
+	prefixMeta    = "m/"
+
+	timeLen        = 12
+	recordKeyLen   = len(prefixRecord) + spent.HashSize
+	expiryKeyLen   = len(prefixExpiry) + timeLen + spent.HashSize
+	pendingKeyLen  = len(prefixPending) + timeLen + 4 + 8 + spent.HashSize
+	formatVersion  = 1
+	recordVersion  = 1
+	flagHasResult  = 1 << 0
+	knownFlags     = flagHasResult
+	zeroTimeSecond = -62135596800 // time.Time{}.Unix()
+)
+
+var (
+	keyFormat   = []byte(prefixMeta + "format")
+	keySizeHint = []byte(prefixMeta + "filter-size")
+	seqKeyBase  = prefixMeta + "seq/"
+)
+
+// ErrCorrupt is returned when a stored record or key cannot be decoded: the
+// directory was written by something else, or damaged.
+var ErrCorrupt = errors.New("pebble: corrupt data")
+
+// putTime writes t as 12 bytes that sort as the instants do: the Unix second
+// with its sign bit flipped, big-endian, then the nanosecond, big-endian. It
+// covers every time.Time, unlike UnixNano.
+func putTime(b []byte, t time.Time) {
+	binary.BigEndian.PutUint64(b, uint64(t.Unix())^(1<<63))
+	binary.BigEndian.PutUint32(b[8:], uint32(t.Nanosecond()))
+}
+
+// getTime reverses putTime.
+func getTime(b []byte) time.Time {
+	sec := int64(binary.BigEndian.Uint64(b) ^ (1 << 63))
+	return makeTime(sec, int64(binary.BigEndian.Uint32(b[8:])))
+}
+
+// makeTime returns the instant, keeping the zero time.Time zero.
+func makeTime(sec, nsec int64) time.Time {
+	if sec == zeroTimeSecond && nsec == 0 {
+		return time.Time{}
+	}
+	return time.Unix(sec, nsec)
+}
+
+// appendRecordKey appends the record key of h to dst.
+func appendRecordKey(dst []byte, h *spent.Hash) []byte {
+	dst = append(dst, prefixRecord...)
+	return append(dst, h[:]...)
+}
+
+func recordKey(h *spent.Hash) []byte { return appendRecordKey(make([]byte, 0, recordKeyLen), h) }
+
+// appendExpiryKey appends the expiry-index key of a record to dst.
+func appendExpiryKey(dst []byte, exp time.Time, h *spent.Hash) []byte {
+	dst = append(dst, prefixExpiry...)
+	var t [timeLen]byte
+	putTime(t[:], exp)
+	dst = append(dst, t[:]...)
+	return append(dst, h[:]...)
+}
+
+// expiryBound is the first expiry-index key after every entry with
+// expires_at <= now.
+func expiryBound(now time.Time) []byte {
+	k := make([]byte, len(prefixExpiry)+timeLen)
+	copy(k, prefixExpiry)
+	putTime(k[len(prefixExpiry):], now.Add(time.Nanosecond))
+	return k
+}
+
+// parseExpiryKey returns the hash an expiry-index key names and the encoded
+// instant it carries.
+func parseExpiryKey(k []byte) (spent.Hash, []byte, error) {
+	var h spent.Hash
+	if len(k) != expiryKeyLen || !bytes.HasPrefix(k, []byte(prefixExpiry)) {
+		return h, nil, fmt.Errorf("%w: expiry key %x", ErrCorrupt, k)
+	}
+	copy(h[:], k[len(prefixExpiry)+timeLen:])
+	return h, k[len(prefixExpiry) : len(prefixExpiry)+timeLen], nil
+}
+
+// appendPendingKey appends the pending-index key of a record to dst.
+func appendPendingKey(dst []byte, lease time.Time, seq spent.Seq, h *spent.Hash) []byte {
+	dst = append(dst, prefixPending...)
+	var t [timeLen]byte
+	putTime(t[:], lease)
+	dst = append(dst, t[:]...)
+	dst = binary.BigEndian.AppendUint32(dst, seq.Node)
+	dst = binary.BigEndian.AppendUint64(dst, seq.Counter)
+	return append(dst, h[:]...)
+}
+
+// pendingBound is the first pending-index key after every entry with
+// lease_until <= t.
+func pendingBound(t time.Time) []byte {
+	k := make([]byte, len(prefixPending)+timeLen)
+	copy(k, prefixPending)
+	putTime(k[len(prefixPending):], t.Add(time.Nanosecond))
+	return k
+}
+
+func parsePendingKey(k []byte) (lease time.Time, seq spent.Seq, h spent.Hash, err error) {
+	if len(k) != pendingKeyLen || !bytes.HasPrefix(k, []byte(prefixPending)) {
+		return lease, seq, h, fmt.Errorf("%w: pending key %x", ErrCorrupt, k)
+	}
+	n := len(prefixPending)
+	lease = getTime(k[n:])
+	n += timeLen
+	seq.Node = binary.BigEndian.Uint32(k[n:])
+	seq.Counter = binary.BigEndian.Uint64(k[n+4:])
+	copy(h[:], k[n+12:])
+	return lease, seq, h, nil
+}
+
+func seqKey(node uint32) []byte {
+	k := make([]byte, len(seqKeyBase)+4)
+	copy(k, seqKeyBase)
+	binary.BigEndian.PutUint32(k[len(seqKeyBase):], node)
+	return k
+}
+
+// prefixEnd returns the first key after every key that starts with p.
+func prefixEnd(p string) []byte {
+	e := []byte(p)
+	e[len(e)-1]++
+	return e
+}
+
+// appendRecord appends the version-1 encoding of r, without its hash (the
+// key carries it):
+//
+//	version, state, flags (bit 0: result present, even if empty),
+//	uvarint seq.node, uvarint seq.counter,
+//	first_seen, expires_at, lease_until (each varint second, uvarint nanosecond),
+//	namespace, place, raw key, fingerprint, [result] (each uvarint length, bytes)
+func appendRecord(b []byte, r *spent.Record) []byte {
+	var flags byte
+	if r.Result != nil {
+		flags |= flagHasResult
+	}
+	b = append(b, recordVersion, byte(r.State), flags)
+	b = binary.AppendUvarint(b, uint64(r.Seq.Node))
+	b = binary.AppendUvarint(b, r.Seq.Counter)
+	for _, t := range [...]time.Time{r.FirstSeen, r.ExpiresAt, r.LeaseUntil} {
+		b = binary.AppendVarint(b, t.Unix())
+		b = binary.AppendUvarint(b, uint64(t.Nanosecond()))
+	}
+	b = appendBytes(b, r.Namespace)
+	b = appendBytes(b, r.Place)
+	b = appendBytes(b, r.RawKey)
+	b = appendBytes(b, r.Fingerprint)
+	if r.Result != nil {
+		b = appendBytes(b, r.Result)
+	}
+	return b
+}
+
+func appendBytes[T string | []byte](b []byte, s T) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+// decoder reads an encoded record; the first failure sticks.
+type decoder struct {
+	b   []byte
+	bad bool
+}
+
+func (d *decoder) uvarint() uint64 {
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.bad = true
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) time() time.Time {
+	sec, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.bad = true
+		return time.Time{}
+	}
+	d.b = d.b[n:]
+	nsec := d.uvarint()
+	if nsec >= 1e9 {
+		d.bad = true
+		return time.Time{}
+	}
+	return makeTime(sec, int64(nsec))
+}
+
+func (d *decoder) bytes() []byte {
+	n := d.uvarint()
+	if d.bad || n > uint64(len(d.b)) {
+		d.bad = true
+		return nil
+	}
+	v := d.b[:n:n]
+	d.b = d.b[n:]
+	return v
+}
+
+// decodeRecord decodes a record stored under key h. The record owns its
+// memory: nothing aliases v.
+func decodeRecord(h spent.Hash, v []byte) (spent.Record, error) {
+	r := spent.Record{Key: h}
+	if len(v) < 3 || v[0] != recordVersion || v[2]&^knownFlags != 0 {
+		return r, fmt.Errorf("%w: record %s", ErrCorrupt, h)
+	}
+	r.State = spent.State(v[1])
+	flags := v[2]
+	d := decoder{b: v[3:]}
+	node := d.uvarint()
+	if node > 1<<32-1 {
+		d.bad = true
+	}
+	r.Seq = spent.Seq{Node: uint32(node), Counter: d.uvarint()}
+	r.FirstSeen = d.time()
+	r.ExpiresAt = d.time()
+	r.LeaseUntil = d.time()
+	ns, place, raw := d.bytes(), d.bytes(), d.bytes()
+	fp := d.bytes()
+	var result []byte
+	if flags&flagHasResult != 0 {
+		result = d.bytes()
+	}
+	if d.bad || len(d.b) != 0 {
+		return spent.Record{Key: h}, fmt.Errorf("%w: record %s", ErrCorrupt, h)
+	}
+	r.Namespace, r.Place, r.RawKey = string(ns), string(place), string(raw)
+	if len(fp) > 0 {
+		r.Fingerprint = append([]byte(nil), fp...)
+	}
+	if result != nil {
+		r.Result = append(make([]byte, 0, len(result)), result...)
+	}
+	return r, nil
+}
+
+// cloneRecord returns a copy of r that shares no memory with it.
+func cloneRecord(r *spent.Record) spent.Record {
+	c := *r
+	if r.Fingerprint != nil {
+		c.Fingerprint = append([]byte(nil), r.Fingerprint...)
+	}
+	if r.Result != nil {
+		c.Result = append(make([]byte, 0, len(r.Result)), r.Result...)
+	}
+	return c
+}

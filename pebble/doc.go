@@ -1,0 +1,78 @@
+// Package pebble is the embedded durable store of spent, the default: a
+// [spent.Store] kept in a local directory by the Pebble storage engine
+// (github.com/cockroachdb/pebble/v2), for a ledger served by one process.
+//
+// In the common case, open it with [Open] and [DefaultOptions], hand it to
+// [spent.NewLedger], and Close it when the process stops:
+//
+//	store, err := pebble.Open("/var/lib/spent", pebble.DefaultOptions())
+//	if err != nil { ... }
+//	defer store.Close()
+//	ledger, err := spent.NewLedger(ctx, store, cfg)
+//
+// [Store.Stats] reports what the store does: rounds, claims, syncs, and the
+// size of its existence filter.
+//
+// # How it works
+//
+// Every call is queued for a single decision goroutine, which decides the
+// queued calls in rounds: each call sees the database with every earlier
+// round applied, plus the earlier calls of its own round, so first claims
+// are atomic without locks. A round's writes form one batch, applied to the
+// memtable at once and synced to the write-ahead log (WAL) as one group
+// commit; a waiter goroutine answers the round's callers once that sync is
+// done, while the next round is already being decided. Under load a round
+// holds every call that arrived during the previous sync, so each fsync
+// answers many callers.
+//
+// An in-memory existence filter, a set of 64-bit fingerprints of the stored
+// keys, answers "certainly absent" for a fresh key, so that first claims,
+// the common case, never read from disk.
+//
+// Two indexes in the same keyspace keep the maintenance cheap: records in
+// expiry order, which [Store.DeleteExpired] walks from its start (so a sweep
+// costs what it removes, at any size), and pending records in lease order,
+// which [Store.ListPending] walks. Seq reservations live in a meta key.
+// Records are encoded in a compact binary form with a version byte.
+//
+// # Guarantees
+//
+//   - Durable before reply: Claim, ClaimBatch, Complete, Release and
+//     ReserveSeq return only after their writes are in a synced WAL
+//     (fdatasync), so they survive a crash of the process or of the machine.
+//     Get and ListPending answer only after the sync covering every write
+//     they could have seen, so they never report a record that a crash could
+//     take back.
+//   - Atomic first claim: of any number of concurrent claims of one live key,
+//     exactly one is inserted, in one process.
+//   - Ambiguity only on request: a caller whose context ends while waiting
+//     gets ctx.Err() and the write may have happened (the ledger reads the key
+//     back); a context that ended before its call was decided writes nothing.
+//     After Close, calls fail with [spent.ErrClosed]; calls queued before
+//     Close are still answered.
+//   - Fail closed: if pebble fails to apply or sync a round, that call and
+//     every later one fail with [ErrFailed]; the store never answers from
+//     state that may not be durable. Reopen it.
+//   - Expiry by the ledger's clock: every read treats a record with
+//     ExpiresAt <= now as absent, whether or not a sweep has removed it yet.
+//
+// # Caveats
+//
+//   - One process only, no high availability: the directory is locked by the
+//     process that opened it, and the store lives and dies with one machine's
+//     disk. Never restore it from a backup (see invariant 7 of the design:
+//     a store that goes back in time re-validates spent keys).
+//   - Filter memory: the filter takes 8 bytes per slot and stays between 3/8
+//     and 3/4 full while records accumulate, so about 10.7 to 21.3 bytes per
+//     stored record (16 on average; 100 million records fit in 1 GiB), plus
+//     a second, doubled table for the moment it grows. Records that expired
+//     but have not been swept still count. After a mass sweep the table
+//     halves once it is under 1/8 full. Set [Options.ExpectedRecords] to
+//     allocate it once, up front.
+//   - Start-up cost: Open rebuilds the filter by reading every record key,
+//     about 0.5 µs per record on a 2-core machine (roughly a minute for 100
+//     million records). The store answers nothing until that is done.
+//   - Throughput is bounded by one decision goroutine and by the disk's
+//     fsync latency; see BENCHMARKS.md for figures and the command that
+//     produced them.
+package pebble

@@ -1,0 +1,50 @@
+package pebble
+
+import (
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/spentledger/spent"
+)
+
+// Test-only exports for the black-box tests in package pebble_test.
+
+// Filter is the existence filter.
+type Filter = filter
+
+// NewFilter returns an empty filter sized for expect fingerprints.
+func NewFilter(expect int) *Filter { return newFilter(expect) }
+
+// Fingerprint returns the filter fingerprint of h.
+func Fingerprint(h spent.Hash) uint64 { return fingerprint(&h) }
+
+// Insert adds one occurrence of x.
+func (f *filter) Insert(x uint64) { f.insert(x) }
+
+// Remove deletes one occurrence of x.
+func (f *filter) Remove(x uint64) bool { return f.remove(x) }
+
+// Contains reports whether x may be present.
+func (f *filter) Contains(x uint64) bool { return f.contains(x) }
+
+// Len returns the number of fingerprints held.
+func (f *filter) Len() int { return f.len() }
+
+// Bytes returns the memory held by the table.
+func (f *filter) Bytes() int { return f.bytes() }
+
+// Slots returns the table size.
+func (f *filter) Slots() int { return len(f.slots) }
+
+// WithFS returns o set to use fs instead of the operating system's files.
+func WithFS(o Options, fs vfs.FS) Options {
+	o.fs = fs
+	return o
+}
+
+// EncodeRecord returns the stored value of r.
+func EncodeRecord(r *spent.Record) []byte { return appendRecord(nil, r) }
+
+// DecodeRecord decodes a stored value under key h.
+func DecodeRecord(h spent.Hash, v []byte) (spent.Record, error) { return decodeRecord(h, v) }
+
+// RecordKey returns the pebble key of the record of h.
+func RecordKey(h spent.Hash) []byte { return recordKey(&h) }

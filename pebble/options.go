@@ -1,0 +1,81 @@
+package pebble
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// Options configures a Store. Start from [DefaultOptions].
+type Options struct {
+	// ExpectedRecords sizes the existence filter up front for this many
+	// records, so that it does not double (a pause of the claim path
+	// proportional to its size) while the store fills up or while Open
+	// rebuilds it. Zero starts small and grows on demand.
+	ExpectedRecords int
+
+	// MaxBatchRound is the most claims decided in one round, that is, in one
+	// pebble batch sharing one WAL sync. A larger ClaimBatch still goes into
+	// a single round of its own.
+	MaxBatchRound int
+
+	// CacheSize is the size in bytes of pebble's block cache.
+	CacheSize int64
+
+	// MemTableSize is the size in bytes of one pebble memtable. Larger
+	// memtables mean fewer flushes under heavy claim load.
+	MemTableSize uint64
+
+	// Logger receives pebble's messages: informational ones at debug level,
+	// errors at error level. Nil means slog.Default().
+	Logger *slog.Logger
+
+	// fs is the file system; nil means the operating system's. Tests set a
+	// crashable in-memory one.
+	fs vfs.FS
+}
+
+// DefaultOptions returns the options Open is meant to run with: a filter that
+// starts small, rounds of up to 8,192 claims, a 64 MiB block cache and 64 MiB
+// memtables.
+func DefaultOptions() Options {
+	return Options{
+		MaxBatchRound: 8192,
+		CacheSize:     64 << 20,
+		MemTableSize:  64 << 20,
+	}
+}
+
+// Validate refuses unusable options.
+func (o *Options) Validate() error {
+	switch {
+	case o.ExpectedRecords < 0:
+		return fmt.Errorf("pebble: expected records %d: must not be negative", o.ExpectedRecords)
+	case o.MaxBatchRound < 1:
+		return fmt.Errorf("pebble: max batch round %d: must be at least 1", o.MaxBatchRound)
+	case o.CacheSize < 0:
+		return fmt.Errorf("pebble: cache size %d: must not be negative", o.CacheSize)
+	case o.MemTableSize < 1<<20:
+		return fmt.Errorf("pebble: memtable size %d: must be at least 1 MiB", o.MemTableSize)
+	case o.MemTableSize >= 4<<30:
+		return errors.New("pebble: memtable size must be under 4 GiB")
+	}
+	return nil
+}
+
+// logger adapts a *slog.Logger to pebble's Logger interface.
+type logger struct{ l *slog.Logger }
+
+func (g logger) Infof(format string, args ...any) { g.l.Debug(fmt.Sprintf(format, args...)) }
+
+func (g logger) Errorf(format string, args ...any) { g.l.Error(fmt.Sprintf(format, args...)) }
+
+// Fatalf logs and panics: pebble calls it when it cannot go on, and expects
+// it not to return.
+func (g logger) Fatalf(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	g.l.Error(msg)
+	panic("pebble: fatal: " + msg)
+}

@@ -1,0 +1,692 @@
+package pebble
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"slices"
+	"sync"
+	"time"
+
+	pdb "github.com/cockroachdb/pebble/v2"
+	"github.com/spentledger/spent"
+)
+
+// The write path. Callers queue requests on Store.reqs. One decision
+// goroutine takes them in rounds: it decides each request against the
+// database as it stands (earlier rounds are applied, hence visible, even
+// before their WAL sync) plus the round's own earlier writes (the overlay),
+// and puts the round's writes into one batch. It applies that batch with
+// ApplyNoSyncWait and hands the round to the waiter goroutine, which waits
+// for the WAL sync and only then answers the round's callers, while the
+// decision goroutine already forms the next round. The WAL is ordered and
+// rounds are answered in order, so no answer leaves before everything it
+// observed is durable.
+
+type kind uint8
+
+const (
+	kindClaim kind = iota
+	kindGet
+	kindComplete
+	kindRelease
+	kindSweep
+	kindReserve
+)
+
+// request is one call waiting for its round. The caller owns it until it is
+// queued, then the decision goroutine and the waiter own it until the waiter
+// signals done, and the caller again after that. Requests are recycled
+// unless their caller gave up waiting.
+type request struct {
+	kind kind
+	ctx  context.Context
+
+	// kindClaim
+	claims  []spent.ClaimOp
+	results []spent.ClaimResult
+	one     [1]spent.ClaimOp
+	oneRes  [1]spent.ClaimResult
+
+	key    spent.Hash // kindGet, kindComplete, kindRelease
+	seq    spent.Seq
+	result []byte
+	now    time.Time // also kindSweep
+	limit  int       // kindSweep
+	node   uint32    // kindReserve
+	n      uint64
+
+	// Answers.
+	rec   spent.Record
+	count int
+	first uint64
+	err   error
+
+	done chan struct{} // one value per use, sent by the waiter
+	gone bool          // queued, and the caller stopped waiting
+}
+
+var requests = sync.Pool{New: func() any { return &request{done: make(chan struct{}, 1)} }}
+
+func newRequest(k kind, ctx context.Context) *request {
+	r := requests.Get().(*request)
+	r.kind, r.ctx = k, ctx
+	return r
+}
+
+// recycle returns r to the pool unless its caller gave up on it, in which
+// case the store may still be using it.
+func recycle(r *request) {
+	if r.gone {
+		return
+	}
+	done := r.done
+	*r = request{done: done}
+	requests.Put(r)
+}
+
+// round is the unit of group commit: one batch, one WAL sync. Its writes are
+// staged in the order they are decided and copied into a pebble batch when
+// the round is sealed. Rounds are recycled once answered.
+type round struct {
+	reqs     []*request
+	buf      []byte  // staged keys and values
+	writes   []write // staged writes, in decision order
+	rangeDel bool
+	batch    *pdb.Batch
+	applied  bool
+	durable  *syncPoint
+}
+
+// syncPoint says when a round is durable. Readers outside the rounds wait on
+// it (see Store.last).
+type syncPoint struct {
+	err    error         // set before synced is closed
+	synced chan struct{} // closed once the round is durable or failed
+}
+
+var rounds = sync.Pool{New: func() any { return new(round) }}
+
+func newRound() *round {
+	rd := rounds.Get().(*round)
+	rd.durable = &syncPoint{synced: make(chan struct{})}
+	return rd
+}
+
+func recycleRound(rd *round) {
+	clear(rd.reqs)
+	*rd = round{reqs: rd.reqs[:0], buf: rd.buf[:0], writes: rd.writes[:0]}
+	rounds.Put(rd)
+}
+
+type writeKind uint8
+
+const (
+	writeSet writeKind = iota
+	writeDelete
+	writeDeleteRange // key is the start, value the end
+)
+
+// write is a staged write: its key and value are buf[k:v] and buf[v:end].
+type write struct {
+	kind      writeKind
+	k, v, end int
+}
+
+func (rd *round) stage(kind writeKind, key, value []byte) {
+	w := write{kind: kind, k: len(rd.buf)}
+	rd.buf = append(rd.buf, key...)
+	w.v = len(rd.buf)
+	rd.buf = append(rd.buf, value...)
+	w.end = len(rd.buf)
+	rd.writes = append(rd.writes, w)
+}
+
+func (rd *round) set(key, value []byte) { rd.stage(writeSet, key, value) }
+
+func (rd *round) del(key []byte) { rd.stage(writeDelete, key, nil) }
+
+func (rd *round) delRange(start, end []byte) {
+	rd.stage(writeDeleteRange, start, end)
+	rd.rangeDel = true
+}
+
+func (rd *round) key(w *write) []byte { return rd.buf[w.k:w.v:w.v] }
+
+func (rd *round) value(w *write) []byte { return rd.buf[w.v:w.end:w.end] }
+
+// build copies the staged writes into a pebble batch. Unless the round holds
+// a range deletion, the writes are sorted by key first (writes of one key
+// keep their order): pebble inserts a sorted batch into its memtable much
+// faster, as each insert starts from where the previous one ended.
+func (rd *round) build(db *pdb.DB) (*pdb.Batch, error) {
+	if !rd.rangeDel {
+		slices.SortFunc(rd.writes, func(a, b write) int {
+			if c := bytes.Compare(rd.key(&a), rd.key(&b)); c != 0 {
+				return c
+			}
+			return a.k - b.k // staging order
+		})
+	}
+	b := db.NewBatchWithSize(len(rd.buf) + 8*len(rd.writes) + 64)
+	for i := range rd.writes {
+		w := &rd.writes[i]
+		var err error
+		switch w.kind {
+		case writeSet:
+			err = b.Set(rd.key(w), rd.value(w), nil)
+		case writeDelete:
+			err = b.Delete(rd.key(w), nil)
+		case writeDeleteRange:
+			err = b.DeleteRange(rd.key(w), rd.value(w), nil)
+		}
+		if err != nil {
+			b.Close()
+			return nil, err
+		}
+	}
+	return b, nil
+}
+
+// do queues r and waits for its answer or for ctx. When ctx ends first, r
+// is marked gone: the store may still decide it.
+func (s *Store) do(ctx context.Context, r *request) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.RLock()
+	if s.closed {
+		s.mu.RUnlock()
+		return spent.ErrClosed
+	}
+	s.reqs <- r
+	s.mu.RUnlock()
+	select {
+	case <-r.done:
+		return r.err
+	case <-ctx.Done():
+		select {
+		case <-r.done:
+			return r.err
+		default:
+			r.gone = true
+			return ctx.Err()
+		}
+	}
+}
+
+// decide is the decision goroutine. It decides requests into the current
+// round as they arrive, and seals the round when the sync slot is free (see
+// Store.free), when the round is full, or before a sweep. While the previous
+// round syncs, requests keep being decided into the next one, so rounds grow
+// with the load and each sync answers more callers.
+func (s *Store) decide() {
+	defer close(s.rounds)
+	var (
+		rd    *round
+		size  int
+		carry *request // taken from the queue for the next round
+		open  = true   // the queue is not closed yet
+	)
+	// take decides r into rd if it fits, and reports whether it did.
+	take := func(r *request) bool {
+		if r.kind == kindSweep || size+r.size() > s.opts.MaxBatchRound {
+			// A sweep starts its own round, so that the expiry
+			// index it walks holds every earlier write.
+			carry = r
+			return false
+		}
+		size += s.add(rd, r)
+		return true
+	}
+	for {
+		if rd == nil {
+			r := carry
+			carry = nil
+			if r == nil {
+				if !open {
+					return
+				}
+				var ok bool
+				if r, ok = <-s.reqs; !ok {
+					return
+				}
+			}
+			rd, size = newRound(), 0
+			size += s.add(rd, r)
+		}
+		// Gather until the sync slot frees, then let the callers who
+		// are ready join (see gather) and seal.
+		slot := false
+	gather:
+		for open && carry == nil && size < s.opts.MaxBatchRound {
+			select {
+			case r, ok := <-s.reqs:
+				if !ok {
+					open = false
+				} else {
+					take(r)
+				}
+			case <-s.free:
+				slot = true
+				s.gather(&open, take)
+				break gather
+			}
+		}
+		if !slot {
+			<-s.free
+		}
+		s.seal(rd)
+		rd = nil
+	}
+}
+
+// gather takes the requests that are ready before a round is sealed. When
+// the queue is empty it yields once, so that callers who were just answered,
+// and are runnable, can queue their next request and share this round
+// instead of waiting for the next sync; it stops when a yield brings nothing
+// new, and after a few yields in all, so that it costs little when the load
+// is light.
+func (s *Store) gather(open *bool, take func(*request) bool) {
+	for yields := 0; *open; {
+		select {
+		case r, ok := <-s.reqs:
+			if !ok {
+				*open = false
+				return
+			}
+			if !take(r) {
+				return
+			}
+			continue
+		default:
+		}
+		if yields == maxYields {
+			return
+		}
+		before := len(s.reqs)
+		runtime.Gosched()
+		yields++
+		if len(s.reqs) == before {
+			return
+		}
+	}
+}
+
+// maxYields bounds how often gather yields before a round is sealed.
+const maxYields = 4
+
+// size is the weight of r in a round: its number of claims, at least one.
+func (r *request) size() int { return max(1, len(r.claims)) }
+
+// add decides r into rd and returns its size.
+func (s *Store) add(rd *round, r *request) int {
+	rd.reqs = append(rd.reqs, r)
+	s.decideOne(rd, r)
+	return r.size()
+}
+
+// seal applies the round's batch without waiting for its sync and hands the
+// round to the waiter. The caller holds a sync slot, which the waiter gives
+// back.
+func (s *Store) seal(rd *round) {
+	s.stats.rounds.Add(1)
+	if len(rd.writes) > 0 && s.failure() == nil {
+		b, err := rd.build(s.db)
+		if err == nil {
+			rd.batch = b
+			// Stored before the writes become visible, so that a
+			// reader who loads it after reading waits for a round
+			// covering what it read.
+			s.last.Store(rd.durable)
+			err = s.db.ApplyNoSyncWait(b, pdb.Sync)
+		}
+		if err != nil {
+			s.fail(err)
+		} else {
+			rd.applied = true
+			// Removals wait until the deletes are applied: a failed
+			// round leaves its keys stored, and the filter must still
+			// know them. (Inserts were made at once; an extra entry is
+			// only a false positive.)
+			for _, x := range s.removals {
+				s.filter.remove(x)
+			}
+		}
+	}
+	s.removals = s.removals[:0]
+	clear(s.overlay)
+	clear(s.seqs)
+	s.publishFilter()
+	s.rounds <- rd
+}
+
+// wait is the waiter goroutine: it answers rounds in order, each after its
+// WAL sync.
+func (s *Store) wait() {
+	defer close(s.done)
+	for rd := range s.rounds {
+		if rd.applied {
+			if err := rd.batch.SyncWait(); err != nil {
+				s.fail(err)
+			}
+			s.stats.syncs.Add(1)
+		}
+		if rd.batch != nil {
+			rd.batch.Close()
+		}
+		s.free <- struct{}{}
+		// A failure anywhere so far taints this round: it may have
+		// observed writes that are not durable.
+		err := s.failure()
+		rd.durable.err = err
+		close(rd.durable.synced)
+		for _, r := range rd.reqs {
+			if err != nil {
+				r.err = err
+			}
+			r.done <- struct{}{}
+		}
+		recycleRound(rd)
+	}
+}
+
+// decideOne decides r within rd.
+func (s *Store) decideOne(rd *round, r *request) {
+	if err := s.failure(); err != nil {
+		r.err = err
+		return
+	}
+	if err := r.ctx.Err(); err != nil {
+		// The caller has gone: nothing is written for it.
+		r.err = err
+		return
+	}
+	switch r.kind {
+	case kindClaim:
+		var claims, inserted uint64
+		for i := range r.claims {
+			res, err := s.claim(rd, &r.claims[i])
+			if err != nil {
+				r.err = err
+				break
+			}
+			r.results[i] = res
+			claims++
+			if res.Inserted {
+				inserted++
+			}
+		}
+		s.stats.claims.Add(claims)
+		s.stats.inserted.Add(inserted)
+	case kindGet:
+		cur, found, shared, err := s.lookup(&r.key)
+		switch {
+		case err != nil:
+			r.err = err
+		case !found || !cur.LiveAt(r.now):
+			r.err = spent.ErrNotFound
+		default:
+			if shared {
+				cur = cloneRecord(&cur)
+			}
+			r.rec = cur
+		}
+	case kindComplete:
+		r.rec, r.err = s.complete(rd, r)
+	case kindRelease:
+		r.err = s.release(rd, r)
+	case kindSweep:
+		r.count, r.err = s.sweep(rd, r.now, r.limit)
+	case kindReserve:
+		r.first, r.err = s.reserve(rd, r.node, r.n)
+	default:
+		r.err = fmt.Errorf("unknown request kind %d", r.kind)
+	}
+}
+
+// lookup returns the record stored under h as this round sees it. shared
+// reports that the record belongs to the overlay and must be cloned before
+// it is handed out.
+func (s *Store) lookup(h *spent.Hash) (rec spent.Record, found, shared bool, err error) {
+	if p, ok := s.overlay[*h]; ok {
+		if p == nil {
+			return rec, false, false, nil
+		}
+		return *p, true, true, nil
+	}
+	if !s.filter.contains(fingerprint(h)) {
+		s.stats.filterSkips.Add(1)
+		return rec, false, false, nil
+	}
+	s.stats.reads.Add(1)
+	s.kbuf = appendRecordKey(s.kbuf[:0], h)
+	v, closer, err := s.db.Get(s.kbuf)
+	if errors.Is(err, pdb.ErrNotFound) {
+		return rec, false, false, nil
+	} else if err != nil {
+		return rec, false, false, err
+	}
+	rec, err = decodeRecord(*h, v)
+	closer.Close()
+	if err != nil {
+		return rec, false, false, err
+	}
+	return rec, true, false, nil
+}
+
+// claim decides one claim.
+func (s *Store) claim(rd *round, op *spent.ClaimOp) (spent.ClaimResult, error) {
+	h := &op.Record.Key
+	cur, found, shared, err := s.lookup(h)
+	if err != nil {
+		return spent.ClaimResult{}, err
+	}
+	if found && !spent.FreeAt(&cur, op.Now, op.Retake) {
+		if shared {
+			cur = cloneRecord(&cur)
+		}
+		return spent.ClaimResult{Record: cur}, nil
+	}
+	if found {
+		// An expired record, or a pending one retaken: replace it.
+		s.unindex(rd, &cur)
+	} else {
+		s.filter.insert(fingerprint(h))
+	}
+	s.put(rd, &op.Record, true)
+	return spent.ClaimResult{Inserted: true, Record: op.Record}, nil
+}
+
+// put writes rec and its index entries (the expiry entry only when
+// withExpiry is set) and records it in the overlay. rec must stay unchanged
+// until the round is sealed.
+func (s *Store) put(rd *round, rec *spent.Record, withExpiry bool) {
+	h := &rec.Key
+	s.kbuf = appendRecordKey(s.kbuf[:0], h)
+	s.vbuf = appendRecord(s.vbuf[:0], rec)
+	rd.set(s.kbuf, s.vbuf)
+	if withExpiry {
+		s.kbuf = appendExpiryKey(s.kbuf[:0], rec.ExpiresAt, h)
+		rd.set(s.kbuf, nil)
+		if bytes.Compare(s.kbuf, s.sweepFrom) < 0 {
+			s.sweepFrom = append(s.sweepFrom[:0], s.kbuf...)
+		}
+	}
+	if rec.State == spent.StatePending {
+		s.kbuf = appendPendingKey(s.kbuf[:0], rec.LeaseUntil, rec.Seq, h)
+		rd.set(s.kbuf, []byte(rec.Namespace))
+	}
+	s.overlay[*h] = rec
+}
+
+// unindex deletes the index entries of the stored record cur.
+func (s *Store) unindex(rd *round, cur *spent.Record) {
+	s.kbuf = appendExpiryKey(s.kbuf[:0], cur.ExpiresAt, &cur.Key)
+	rd.del(s.kbuf)
+	if cur.State == spent.StatePending {
+		s.kbuf = appendPendingKey(s.kbuf[:0], cur.LeaseUntil, cur.Seq, &cur.Key)
+		rd.del(s.kbuf)
+	}
+}
+
+// remove deletes the stored record cur with its pending-index entry, and
+// its expiry-index entry unless withExpiry is false (a sweep drops those with
+// one range deletion); the filter forgets the key once the round applies.
+func (s *Store) remove(rd *round, cur *spent.Record, withExpiry bool) {
+	s.kbuf = appendRecordKey(s.kbuf[:0], &cur.Key)
+	rd.del(s.kbuf)
+	if withExpiry {
+		s.unindex(rd, cur)
+	} else if cur.State == spent.StatePending {
+		s.kbuf = appendPendingKey(s.kbuf[:0], cur.LeaseUntil, cur.Seq, &cur.Key)
+		rd.del(s.kbuf)
+	}
+	s.overlay[cur.Key] = nil
+	s.removals = append(s.removals, fingerprint(&cur.Key))
+}
+
+// pending finds the live record of key written with seq, as Complete and
+// Release need it.
+func (s *Store) pending(key *spent.Hash, seq spent.Seq, now time.Time) (spent.Record, bool, error) {
+	cur, found, shared, err := s.lookup(key)
+	switch {
+	case err != nil:
+		return cur, false, err
+	case !found || !cur.LiveAt(now):
+		return cur, false, spent.ErrNotFound
+	case cur.Seq != seq:
+		return cur, shared, spent.ErrSeqMismatch
+	case cur.State != spent.StatePending:
+		return cur, shared, spent.ErrNotPending
+	}
+	return cur, shared, nil
+}
+
+func (s *Store) complete(rd *round, r *request) (spent.Record, error) {
+	cur, shared, err := s.pending(&r.key, r.seq, r.now)
+	if errors.Is(err, spent.ErrNotPending) && bytes.Equal(cur.Result, r.result) {
+		// A retried completion: already done, with these very bytes.
+		if shared {
+			cur = cloneRecord(&cur)
+		}
+		return cur, nil
+	}
+	if err != nil {
+		return spent.Record{}, err
+	}
+	old := cur
+	rec := &spent.Record{}
+	*rec = cur
+	if shared {
+		*rec = cloneRecord(&cur)
+	}
+	rec.State = spent.StateComplete
+	rec.Result = append(make([]byte, 0, len(r.result)), r.result...)
+	rec.LeaseUntil = time.Time{}
+	s.kbuf = appendPendingKey(s.kbuf[:0], old.LeaseUntil, old.Seq, &old.Key)
+	rd.del(s.kbuf)
+	// The expiry entry stays: expires_at does not change.
+	s.put(rd, rec, false)
+	return cloneRecord(rec), nil
+}
+
+func (s *Store) release(rd *round, r *request) error {
+	cur, _, err := s.pending(&r.key, r.seq, r.now)
+	if err != nil {
+		return err
+	}
+	s.remove(rd, &cur, true)
+	return nil
+}
+
+// sweep removes up to limit records with expires_at <= now, walking the
+// expiry index from s.sweepFrom, and drops the walked span of the index with
+// one range deletion. It is the first request of its round.
+func (s *Store) sweep(rd *round, now time.Time, limit int) (int, error) {
+	upper := expiryBound(now)
+	if bytes.Compare(s.sweepFrom, upper) >= 0 {
+		return 0, nil
+	}
+	it, err := s.db.NewIter(&pdb.IterOptions{LowerBound: s.sweepFrom, UpperBound: upper})
+	if err != nil {
+		return 0, err
+	}
+	var first, last []byte
+	removed := 0
+	ok := it.First()
+	for ; ok && removed < limit; ok = it.Next() {
+		k := it.Key()
+		h, exp, err := parseExpiryKey(k)
+		if err != nil {
+			it.Close()
+			return 0, err
+		}
+		if first == nil {
+			first = append([]byte(nil), k...)
+		}
+		last = append(last[:0], k...)
+		cur, found, _, err := s.lookup(&h)
+		if err != nil {
+			it.Close()
+			return 0, err
+		}
+		var enc [timeLen]byte
+		putTime(enc[:], cur.ExpiresAt)
+		if !found || !bytes.Equal(enc[:], exp) {
+			continue // a stale entry: the range deletion drops it
+		}
+		s.remove(rd, &cur, false)
+		removed++
+	}
+	exhausted := !ok
+	if err := it.Close(); err != nil {
+		return 0, err
+	}
+	if first != nil {
+		end := append(last, 0)
+		rd.delRange(first, end)
+		s.sweepFrom = append(s.sweepFrom[:0], end...)
+	}
+	if exhausted {
+		s.sweepFrom = append(s.sweepFrom[:0], upper...)
+	}
+	s.stats.swept.Add(uint64(removed))
+	return removed, nil
+}
+
+// reserve reserves n seq counters for node: the stored value is the last
+// counter handed out, so the first block starts at 1.
+func (s *Store) reserve(rd *round, node uint32, n uint64) (uint64, error) {
+	last, ok := s.seqs[node]
+	if !ok {
+		v, closer, err := s.db.Get(seqKey(node))
+		switch {
+		case errors.Is(err, pdb.ErrNotFound):
+		case err != nil:
+			return 0, err
+		default:
+			if len(v) != 8 {
+				closer.Close()
+				return 0, fmt.Errorf("%w: seq of node %d", ErrCorrupt, node)
+			}
+			last = binary.BigEndian.Uint64(v)
+			closer.Close()
+		}
+	}
+	first := last + 1
+	if first == 0 || (n > 0 && n-1 > math.MaxUint64-first) {
+		return 0, fmt.Errorf("seq counters of node %d exhausted", node)
+	}
+	if n == 0 {
+		return first, nil
+	}
+	last = first + n - 1
+	rd.set(seqKey(node), be64(last))
+	s.seqs[node] = last
+	return first, nil
+}
