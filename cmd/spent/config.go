@@ -15,6 +15,7 @@ import (
 
 	"github.com/spentledger/spent"
 	sphttp "github.com/spentledger/spent/http"
+	"github.com/spentledger/spent/pebble"
 )
 
 // Defaults of the serve command, also documented in docs/configuration.md.
@@ -50,6 +51,8 @@ type serveConfig struct {
 	// LogLevel and LogFormat shape the log on stderr.
 	LogLevel  slog.Level
 	LogFormat string
+	// Store tunes the embedded store; its Logger is set at start.
+	Store pebble.Options
 }
 
 // defaultServeConfig is the configuration without a file: one namespace,
@@ -64,6 +67,7 @@ func defaultServeConfig() serveConfig {
 		ShutdownTimeout: defaultShutdownTimeout,
 		LogLevel:        slog.LevelInfo,
 		LogFormat:       "text",
+		Store:           pebble.DefaultOptions(),
 	}
 }
 
@@ -95,6 +99,13 @@ type fileConfig struct {
 	LogFormat       *string                  `toml:"log_format"`
 	Namespaces      map[string]fileNamespace `toml:"namespaces"`
 	Tokens          []fileToken              `toml:"tokens"`
+	Store           fileStore                `toml:"store"`
+}
+
+type fileStore struct {
+	ExpectedRecords *int64 `toml:"expected_records"`
+	CacheSize       *int64 `toml:"cache_size"`
+	MemTableSize    *int64 `toml:"memtable_size"`
 }
 
 type fileNamespace struct {
@@ -196,6 +207,25 @@ func (cfg *serveConfig) parse(doc string, getenv func(string) string) error {
 			return fmt.Errorf("log_format = %q: want text or json", *f.LogFormat)
 		}
 		cfg.LogFormat = *f.LogFormat
+	}
+
+	if v := f.Store.ExpectedRecords; v != nil {
+		if *v < 0 {
+			return fmt.Errorf("[store] expected_records = %d: must not be negative", *v)
+		}
+		cfg.Store.ExpectedRecords = int(*v)
+	}
+	if v := f.Store.CacheSize; v != nil {
+		cfg.Store.CacheSize = *v
+	}
+	if v := f.Store.MemTableSize; v != nil {
+		if *v < 0 {
+			return fmt.Errorf("[store] memtable_size = %d: must not be negative", *v)
+		}
+		cfg.Store.MemTableSize = uint64(*v)
+	}
+	if err := cfg.Store.Validate(); err != nil {
+		return fmt.Errorf("[store]: %w", err)
 	}
 
 	if len(f.Namespaces) > 0 {

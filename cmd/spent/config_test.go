@@ -1,6 +1,7 @@
 package main_test
 
 import (
+	"os"
 	"strings"
 	"testing"
 
@@ -35,6 +36,8 @@ func TestConfigErrors(t *testing.T) {
 		{"TokenNamespaceUnknown", "[[tokens]]\ntoken = \"0123456789abcdefXYZ\"\nscopes = [\"claim\"]\nnamespaces = [\"payments\"]\n", nil, `namespace "payments" is not configured (have default)`},
 		{"DuplicateToken", "[[tokens]]\ntoken = \"0123456789abcdefXYZ\"\nscopes = [\"claim\"]\n[[tokens]]\ntoken_env = \"T\"\nscopes = [\"admin\"]\n", env{"T": "0123456789abcdefXYZ"}, "[[tokens]] #2: the same token as #1"},
 		{"BadListen", "listen = \"7070\"\n", nil, `listen = "7070"`},
+		{"StoreMemtableTooSmall", "[store]\nmemtable_size = 1024\n", nil, "[store]: pebble: memtable size 1024: must be at least 1 MiB"},
+		{"UnknownStoreKey", "[store]\ncache = 1\n", nil, "unknown key store.cache"},
 		{"BadLogLevel", "log_level = \"loud\"\n", nil, `log_level = "loud"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -68,6 +71,11 @@ max_result = 64
 log_level = "debug"
 log_format = "json"
 
+[store]
+expected_records = 100000
+cache_size = 8388608
+memtable_size = 4194304
+
 [namespaces.payments]
 mode = "echo"
 retention = "24h"
@@ -96,11 +104,43 @@ scopes = ["claim"]
 		t.Fatalf("claim over max_result: exit %d, stderr %q; want exit 6 (too_large)", r.Code, r.Stderr)
 	}
 	r = Run(t, nil, "claim", "--addr", s.Addr, "--token", "claim-token-0123456789", "p-3")
-	if r.Code != 12 && r.Code != 4 {
-		t.Fatalf("claim in the unconfigured default namespace: exit %d, stderr %q; want forbidden (12) or unknown_namespace (4)", r.Code, r.Stderr)
+	if r.Code != 12 {
+		t.Fatalf("claim outside the token's namespaces: exit %d, stderr %q; want 12 (forbidden)", r.Code, r.Stderr)
 	}
 	s.Stop()
 	if !strings.Contains(s.Stderr.String(), `"level":"INFO"`) {
 		t.Fatalf("log_format json: stderr is not JSON:\n%s", s.Stderr)
 	}
+}
+
+// TestConfigurationDocExample serves the complete example of
+// docs/configuration.md, so that the documentation cannot drift from what
+// the server accepts.
+func TestConfigurationDocExample(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(doc), "## A complete example")
+	if !ok {
+		t.Fatal(`docs/configuration.md has no "## A complete example"`)
+	}
+	_, rest, _ = strings.Cut(rest, "```toml\n")
+	example, _, ok := strings.Cut(rest, "```")
+	if !ok {
+		t.Fatal("docs/configuration.md: no toml block in the complete example")
+	}
+	e := env{
+		"SPENT_TOKEN_API":   "api-token-0123456789",
+		"SPENT_TOKEN_GATES": "gates-token-0123456789",
+		"SPENT_TOKEN_OPS":   "ops-token-0123456789",
+	}
+	s := MustServe(t, t.TempDir(), e, nil, "--config", WriteConfig(t, example))
+	out := MustRun(t, nil, "claim", "--addr", s.Addr, "--token", "gates-token-0123456789", "-n", "tickets", "t-1", "--result", "")
+	contains(t, "claim with the example's gate token", out, "t-1: fresh")
+	r := Run(t, nil, "claim", "--addr", s.Addr, "--token", "gates-token-0123456789", "-n", "payments", "p-1")
+	if r.Code != 12 {
+		t.Fatalf("gate token in payments: exit %d, want 12 (forbidden); stderr %q", r.Code, r.Stderr)
+	}
+	MustRun(t, nil, "unknown", "list", "--addr", s.Addr, "--token", "ops-token-0123456789")
 }

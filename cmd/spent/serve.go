@@ -99,7 +99,9 @@ func (m *Main) serve(ctx context.Context, cfg serveConfig) error {
 	if created {
 		log.Info("generated a new secret: this data directory starts a new epoch", "path", filepath.Join(cfg.Data, secretFile))
 	}
-	store, err := pebble.Open(filepath.Join(cfg.Data, storeDir), pebble.DefaultOptions())
+	opts := cfg.Store
+	opts.Logger = log.With("component", "pebble")
+	store, err := pebble.Open(filepath.Join(cfg.Data, storeDir), opts)
 	if err != nil {
 		return fmt.Errorf("opening store: %w", err)
 	}
@@ -117,6 +119,7 @@ func (m *Main) serve(ctx context.Context, cfg serveConfig) error {
 	reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		newStoreCollector(store),
 	)
 	sw := newSweeper(ledger, cfg.SweepInterval, cfg.SweepBatch, log, reg)
 

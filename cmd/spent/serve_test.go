@@ -62,7 +62,7 @@ func TestServe(t *testing.T) {
 		}
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(resp.Body)
-		for _, name := range []string{"go_goroutines", "process_", sphttp.MetricClaims, "spent_sweep_last_success_timestamp_seconds"} {
+		for _, name := range []string{"go_goroutines", "process_", sphttp.MetricClaims, "spent_sweep_last_success_timestamp_seconds", "spent_store_records 1"} {
 			if !bytes.Contains(b, []byte(name)) {
 				t.Errorf("/metrics lacks %s", name)
 			}

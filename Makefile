@@ -1,0 +1,25 @@
+# The targets the README names. CI (.ci/run) runs `make test`.
+
+GO ?= go
+# Extra flags for `make bench`, e.g. BENCH_FLAGS='--concurrency 64 --batch 100'.
+BENCH_FLAGS ?=
+
+.PHONY: test vet bench run
+
+# Every package under the race detector; 20 minutes is a generous bound
+# for the 2-core CI machine.
+test:
+	$(GO) test -race -timeout 20m ./...
+
+vet:
+	$(GO) vet ./...
+
+# Go benchmarks, then the load generator against an embedded store in a
+# temporary directory. Record figures in BENCHMARKS.md with the command.
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+	$(GO) run ./cmd/spent bench --embedded --duration 10s $(BENCH_FLAGS)
+
+# The server on the embedded store in ./spent-data, on 127.0.0.1:7070.
+run:
+	$(GO) run ./cmd/spent serve
