@@ -173,10 +173,10 @@ func (m *Main) Close() error {
 	return errors.Join(errs...)
 }
 
-// onClose registers f to run at Close.
+// onClose registers f to run at Close, once.
 func (m *Main) onClose(f func() error) {
 	m.mu.Lock()
-	m.closers = append(m.closers, sync.OnceValue(f))
+	m.closers = append(m.closers, f)
 	m.mu.Unlock()
 }
 

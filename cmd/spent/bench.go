@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -206,7 +207,9 @@ func (m *Main) benchService(ctx context.Context, bc benchConfig) (svc spent.Serv
 		remove()
 		return nil, "", nil, err
 	}
-	store, err := pebble.Open(filepath.Join(dir, storeDir), pebble.DefaultOptions())
+	opts := pebble.DefaultOptions()
+	opts.Logger = slog.New(slog.NewTextHandler(m.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	store, err := pebble.Open(filepath.Join(dir, storeDir), opts)
 	if err != nil {
 		remove()
 		return nil, "", nil, fmt.Errorf("opening store: %w", err)

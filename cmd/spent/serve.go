@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -78,7 +79,7 @@ kept in DATA/secret (mode 0600). SIGINT or SIGTERM shuts down gracefully.`,
 }
 
 // newLogger returns the server's logger on w.
-func newLogger(w interface{ Write([]byte) (int, error) }, cfg serveConfig) *slog.Logger {
+func newLogger(w io.Writer, cfg serveConfig) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: cfg.LogLevel}
 	if cfg.LogFormat == "json" {
 		return slog.New(slog.NewJSONHandler(w, opts))
@@ -188,8 +189,8 @@ func (m *Main) serve(ctx context.Context, cfg serveConfig) error {
 	case <-ctx.Done():
 		log.Info("shutting down: finishing in-flight requests", "timeout", cfg.ShutdownTimeout)
 	case err := <-serveErr:
+		// Serve failed on its own; shut down what it left running.
 		runErr = fmt.Errorf("http server: %w", err)
-		serveErr <- nil
 	}
 	stopping.Store(true)
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
@@ -198,7 +199,9 @@ func (m *Main) serve(ctx context.Context, cfg serveConfig) error {
 		log.Warn("graceful shutdown did not finish in time: closing the remaining connections", "err", err)
 		srv.Close()
 	}
-	<-serveErr
+	if runErr == nil {
+		<-serveErr // http.ErrServerClosed, once Shutdown has closed the listener
+	}
 	stopSweep()
 	<-sweepDone
 	if err := closeStore(); err != nil {
