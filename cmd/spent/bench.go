@@ -179,15 +179,7 @@ func (m *Main) bench(ctx context.Context, bc benchConfig) error {
 // a pebble store in this process. cleanup closes and removes what it opened.
 func (m *Main) benchService(ctx context.Context, bc benchConfig) (svc spent.Service, target string, cleanup func(), err error) {
 	if !bc.embedded {
-		svc := m.service(&bc.client)
-		addr := bc.client.addr
-		if addr == "" {
-			addr = m.getenv("SPENT_ADDR")
-		}
-		if addr == "" {
-			addr = defaultAddr
-		}
-		return svc, addr, func() {}, nil
+		return m.service(&bc.client), m.serverURL(&bc.client), func() {}, nil
 	}
 	dir := bc.data
 	removeDir := false

@@ -37,9 +37,9 @@ func addClientFlags(f *pflag.FlagSet, cf *clientFlags, namespaceDefault, namespa
 	f.DurationVar(&cf.timeout, "timeout", 30*time.Second, "give up on the server after this `duration`")
 }
 
-// service returns the HTTP client for cf, with SPENT_ADDR and SPENT_TOKEN as
-// defaults.
-func (m *Main) service(cf *clientFlags) spent.Service {
+// serverURL returns the server cf names: --addr, else $SPENT_ADDR, else
+// defaultAddr, with http:// added when no scheme is given.
+func (m *Main) serverURL(cf *clientFlags) string {
 	addr := cf.addr
 	if addr == "" {
 		addr = m.getenv("SPENT_ADDR")
@@ -50,6 +50,13 @@ func (m *Main) service(cf *clientFlags) spent.Service {
 	if !strings.Contains(addr, "://") {
 		addr = "http://" + addr
 	}
+	return addr
+}
+
+// service returns the HTTP client for cf, with SPENT_ADDR and SPENT_TOKEN as
+// defaults.
+func (m *Main) service(cf *clientFlags) spent.Service {
+	addr := m.serverURL(cf)
 	token := cf.token
 	if token == "" {
 		token = m.getenv("SPENT_TOKEN")
