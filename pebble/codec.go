@@ -239,6 +239,9 @@ func decodeRecord(h spent.Hash, v []byte) (spent.Record, error) {
 		return r, fmt.Errorf("%w: record %s", ErrCorrupt, h)
 	}
 	r.State = spent.State(v[1])
+	if r.State != spent.StatePending && r.State != spent.StateComplete {
+		return r, fmt.Errorf("%w: record %s: state %d", ErrCorrupt, h, v[1])
+	}
 	flags := v[2]
 	d := decoder{b: v[3:]}
 	node := d.uvarint()
