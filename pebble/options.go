@@ -11,9 +11,10 @@ import (
 // Options configures a Store. Start from [DefaultOptions].
 type Options struct {
 	// ExpectedRecords sizes the existence filter up front for this many
-	// records, so that it does not double (a pause of the claim path
-	// proportional to its size) while the store fills up or while Open
-	// rebuilds it. Zero starts small and grows on demand.
+	// records (about 16 bytes each), so that it does not double (a pause of
+	// the claim path proportional to its size) while the store fills up.
+	// Zero starts small and grows on demand; Open also sizes the filter for
+	// what the store held at its last Close.
 	ExpectedRecords int
 
 	// MaxBatchRound is the most claims decided in one round, that is, in one
@@ -21,7 +22,8 @@ type Options struct {
 	// a single round of its own.
 	MaxBatchRound int
 
-	// CacheSize is the size in bytes of pebble's block cache.
+	// CacheSize is the size in bytes of pebble's block cache; zero means
+	// pebble's default (8 MiB).
 	CacheSize int64
 
 	// MemTableSize is the size in bytes of one pebble memtable. Larger
@@ -48,13 +50,19 @@ func DefaultOptions() Options {
 	}
 }
 
+// Limits on options: beyond them a typo would allocate tens of gigabytes.
+const (
+	maxExpectedRecords = 1 << 32
+	maxBatchRound      = 1 << 20
+)
+
 // Validate refuses unusable options.
 func (o *Options) Validate() error {
 	switch {
-	case o.ExpectedRecords < 0:
-		return fmt.Errorf("pebble: expected records %d: must not be negative", o.ExpectedRecords)
-	case o.MaxBatchRound < 1:
-		return fmt.Errorf("pebble: max batch round %d: must be at least 1", o.MaxBatchRound)
+	case o.ExpectedRecords < 0 || o.ExpectedRecords > maxExpectedRecords:
+		return fmt.Errorf("pebble: expected records %d: must be 0 to %d", o.ExpectedRecords, maxExpectedRecords)
+	case o.MaxBatchRound < 1 || o.MaxBatchRound > maxBatchRound:
+		return fmt.Errorf("pebble: max batch round %d: must be 1 to %d", o.MaxBatchRound, maxBatchRound)
 	case o.CacheSize < 0:
 		return fmt.Errorf("pebble: cache size %d: must not be negative", o.CacheSize)
 	case o.MemTableSize < 1<<20:

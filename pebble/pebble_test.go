@@ -274,6 +274,21 @@ func TestCompleteAndRelease(t *testing.T) {
 		}
 	})
 
+	t.Run("CompleteRecordIsNotPendingWhateverItsSeq", func(t *testing.T) {
+		// The ledger checks the state before the seq; so must the store,
+		// or a completion racing with a retake gets an answer that no
+		// order of the two explains.
+		h := randHash(rng)
+		mustClaim(t, s, completeOp(h, 5, t0, exp))
+		other := spent.Seq{Node: 1, Counter: 6}
+		if _, err := s.Complete(ctx, h, other, []byte("ok"), t0); !errors.Is(err, spent.ErrNotPending) {
+			t.Fatalf("Complete: got %v, want ErrNotPending", err)
+		}
+		if err := s.Release(ctx, h, other, t0); !errors.Is(err, spent.ErrNotPending) {
+			t.Fatalf("Release: got %v, want ErrNotPending", err)
+		}
+	})
+
 	t.Run("ExpiredIsNotFound", func(t *testing.T) {
 		h := randHash(rng)
 		mustClaim(t, s, pendingOp("ns", h, 1, t0, lease, exp))

@@ -550,8 +550,11 @@ func (s *Store) remove(rd *round, cur *spent.Record, withExpiry bool) {
 	s.removals = append(s.removals, fingerprint(&cur.Key))
 }
 
-// pending finds the live record of key written with seq, as Complete and
-// Release need it.
+// pending finds the live pending record of key written with seq, as
+// Complete and Release need it. A complete record is ErrNotPending whatever
+// its seq, as the ledger answers (it checks the state before the seq): a
+// completion that raced with a retake of its key must report the key as
+// complete, not as taken by another claim.
 func (s *Store) pending(key *spent.Hash, seq spent.Seq, now time.Time) (spent.Record, bool, error) {
 	cur, found, shared, err := s.lookup(key)
 	switch {
@@ -559,17 +562,17 @@ func (s *Store) pending(key *spent.Hash, seq spent.Seq, now time.Time) (spent.Re
 		return cur, false, err
 	case !found || !cur.LiveAt(now):
 		return cur, false, spent.ErrNotFound
-	case cur.Seq != seq:
-		return cur, shared, spent.ErrSeqMismatch
 	case cur.State != spent.StatePending:
 		return cur, shared, spent.ErrNotPending
+	case cur.Seq != seq:
+		return cur, shared, spent.ErrSeqMismatch
 	}
 	return cur, shared, nil
 }
 
 func (s *Store) complete(rd *round, r *request) (spent.Record, error) {
 	cur, shared, err := s.pending(&r.key, r.seq, r.now)
-	if errors.Is(err, spent.ErrNotPending) && bytes.Equal(cur.Result, r.result) {
+	if errors.Is(err, spent.ErrNotPending) && cur.Seq == r.seq && bytes.Equal(cur.Result, r.result) {
 		// A retried completion: already done, with these very bytes.
 		if shared {
 			cur = cloneRecord(&cur)

@@ -54,6 +54,11 @@ type Store struct {
 
 var _ spent.Store = (*Store)(nil)
 
+// formatMajorVersion is pebble's on-disk format, pinned (the newest of
+// pebble v2.1.7) so that upgrading the module never ratchets a directory to a
+// format that an older binary cannot open; raise it on purpose.
+const formatMajorVersion = pdb.FormatValueSeparation
+
 // syncSlots is how many sealed rounds may wait for their WAL sync at once.
 // With one, the next round gathers every request that arrives while the
 // current one syncs; more slots made rounds smaller and, on a 2-core machine
@@ -107,7 +112,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	po := &pdb.Options{
 		CacheSize:          opts.CacheSize,
 		MemTableSize:       opts.MemTableSize,
-		FormatMajorVersion: pdb.FormatNewest,
+		FormatMajorVersion: formatMajorVersion,
 		Logger:             logger{log},
 		FS:                 fs,
 	}
@@ -255,7 +260,10 @@ func (s *Store) ClaimBatch(ctx context.Context, ops []spent.ClaimOp) ([]spent.Cl
 	return r.results, nil
 }
 
-// Complete implements [spent.Store].
+// Complete implements [spent.Store]. Its errors take precedence in the
+// order the ledger checks them: ErrNotFound, then ErrNotPending (a complete
+// record, whatever its seq, unless it holds this seq and these very bytes),
+// then ErrSeqMismatch.
 func (s *Store) Complete(ctx context.Context, key spent.Hash, seq spent.Seq, result []byte, now time.Time) (spent.Record, error) {
 	r := newRequest(kindComplete, ctx)
 	defer recycle(r)
@@ -266,7 +274,8 @@ func (s *Store) Complete(ctx context.Context, key spent.Hash, seq spent.Seq, res
 	return r.rec, nil
 }
 
-// Release implements [spent.Store].
+// Release implements [spent.Store], with the error precedence of
+// [Store.Complete].
 func (s *Store) Release(ctx context.Context, key spent.Hash, seq spent.Seq, now time.Time) error {
 	r := newRequest(kindRelease, ctx)
 	defer recycle(r)
