@@ -45,16 +45,19 @@
 //     take back.
 //   - Atomic first claim: of any number of concurrent claims of one live key,
 //     exactly one is inserted, in one process.
-//   - Ambiguity only on request: a caller whose context ends while waiting
-//     gets ctx.Err() and the write may have happened (the ledger reads the key
-//     back); a context that ended before its call was decided writes nothing.
-//     After Close, calls fail with [spent.ErrClosed]; calls queued before
-//     Close are still answered.
+//   - Ambiguous only when the caller gives up: a caller whose context ends
+//     while it waits gets ctx.Err(), and the write may have happened (the
+//     ledger reads the key back); a context that ended before its call was
+//     decided writes nothing. After Close, calls fail with [spent.ErrClosed];
+//     calls queued before Close are still answered.
 //   - Fail closed: if pebble fails to apply or sync a round, that call and
 //     every later one fail with [ErrFailed]; the store never answers from
 //     state that may not be durable. Reopen it.
 //   - Expiry by the ledger's clock: every read treats a record with
 //     ExpiresAt <= now as absent, whether or not a sweep has removed it yet.
+//   - Reads after a restart are durable too: Open replays the WAL and
+//     flushes what it replayed to synced tables before it returns, so a
+//     record read after a restart cannot vanish in a second crash.
 //
 // # Caveats
 //
