@@ -301,7 +301,8 @@ func (s *Store) Get(ctx context.Context, key spent.Hash, now time.Time) (spent.R
 
 // DeleteExpired implements [spent.Store]. It walks the expiry index from its
 // start up to now, so it costs time in proportion to what it removes. It
-// starts a round of its own.
+// starts a round of its own and runs on the decision goroutine, so claims
+// wait while it runs: prefer frequent sweeps with a limit of a few thousand.
 func (s *Store) DeleteExpired(ctx context.Context, now time.Time, limit int) (int, error) {
 	if limit <= 0 {
 		return 0, nil
