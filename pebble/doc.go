@@ -73,8 +73,9 @@
 //     halves once it is under 1/8 full. Set [Options.ExpectedRecords] to
 //     allocate it once, up front.
 //   - Start-up cost: Open rebuilds the filter by reading every record key,
-//     about 0.5 µs per record on a 2-core machine (roughly a minute for 100
-//     million records). The store answers nothing until that is done.
+//     0.5 to 0.8 µs per record on a 2-core machine (one to one and a half
+//     minutes for 100 million records). The store answers nothing until that
+//     is done.
 //   - Throughput is bounded by one decision goroutine and by the disk's
 //     fsync latency; see BENCHMARKS.md for figures and the command that
 //     produced them.
