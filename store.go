@@ -53,8 +53,10 @@ type Store interface {
 	// record, durable on return. Completing a record that is already complete
 	// with the same seq and identical result bytes succeeds again (so an
 	// ambiguous completion can be retried). Errors: ErrNotFound when no live
-	// record exists at now, ErrSeqMismatch when the record carries another seq,
-	// ErrNotPending when it is complete (with other bytes).
+	// record exists at now, ErrNotPending when it is complete (unless this is
+	// the retry just described), ErrSeqMismatch when it is pending with another
+	// seq. The state is checked before the seq, so a complete record is
+	// ErrNotPending whatever seq it carries.
 	Complete(ctx context.Context, key Hash, seq Seq, result []byte, now time.Time) (Record, error)
 
 	// Release atomically deletes the live pending record of key written with

@@ -157,11 +157,11 @@ func (s *Store) pending(key spent.Hash, seq spent.Seq, now time.Time) (spent.Rec
 	if !ok || !r.LiveAt(now) {
 		return r, spent.ErrNotFound
 	}
-	if r.Seq != seq {
-		return r, spent.ErrSeqMismatch
-	}
 	if r.State != spent.StatePending {
 		return r, spent.ErrNotPending
+	}
+	if r.Seq != seq {
+		return r, spent.ErrSeqMismatch
 	}
 	return r, nil
 }
@@ -173,7 +173,7 @@ func (s *Store) Complete(ctx context.Context, key spent.Hash, seq spent.Seq, res
 	}
 	defer s.d.mu.Unlock()
 	r, err := s.pending(key, seq, now)
-	if err == spent.ErrNotPending && string(r.Result) == string(result) {
+	if err == spent.ErrNotPending && r.Seq == seq && string(r.Result) == string(result) {
 		return clone(r), s.after("complete")
 	}
 	if err != nil {
@@ -231,8 +231,8 @@ func (s *Store) ListPending(ctx context.Context, namespace string, leaseBefore t
 		}
 		return out[i].Seq.Less(out[j].Seq)
 	})
-	if len(out) > limit {
-		out = out[:limit]
+	if len(out) > max(limit, 0) {
+		out = out[:max(limit, 0)]
 	}
 	return out, s.after("list_pending")
 }
