@@ -35,6 +35,7 @@ type benchConfig struct {
 	keys        int
 	repeat      float64
 	resultSize  int
+	rate        float64
 }
 
 func (m *Main) benchCommand() *cobra.Command {
@@ -78,6 +79,8 @@ log-linear histogram (under 0.8% relative error).`,
 				return usagef("--repeat %g: want a ratio from 0 to 1", bc.repeat)
 			case bc.resultSize < 0 || bc.resultSize > spent.DefaultMaxResult:
 				return usagef("--result-size %d: want 0 to %d", bc.resultSize, spent.DefaultMaxResult)
+			case bc.rate < 0:
+				return usagef("--rate %g: must not be negative", bc.rate)
 			case bc.embedded && c.Flags().Changed("addr"):
 				return usagef("--embedded and --addr: give one, not both")
 			case !bc.embedded && c.Flags().Changed("data"):
@@ -97,6 +100,7 @@ log-linear histogram (under 0.8% relative error).`,
 	f.IntVar(&bc.keys, "keys", 0, "key space size (0: every claim takes a fresh key)")
 	f.Float64Var(&bc.repeat, "repeat", 0, "share of claims (0 to 1) that reuse a key claimed before")
 	f.IntVar(&bc.resultSize, "result-size", 16, "size of each claim's result in `bytes`")
+	f.Float64Var(&bc.rate, "rate", 0, "requests per second in all, sent on a fixed schedule (0: as fast as the workers go); latency then counts from each request's scheduled time")
 	return c
 }
 
@@ -107,6 +111,7 @@ type benchReport struct {
 	Batch           int              `json:"batch"`
 	Keys            int              `json:"keys"`
 	Repeat          float64          `json:"repeat"`
+	Rate            float64          `json:"rate,omitempty"`
 	DurationSeconds float64          `json:"duration_seconds"`
 	Claims          int64            `json:"claims"`
 	Requests        int64            `json:"requests"`
@@ -151,6 +156,10 @@ func (m *Main) bench(ctx context.Context, bc benchConfig) error {
 
 	stopProgress := m.benchProgress(&run.claims)
 	start := time.Now()
+	run.start = start
+	if bc.rate > 0 {
+		run.interval = time.Duration(float64(time.Second) / bc.rate)
+	}
 	deadline := start.Add(bc.duration)
 	workers := make([]*benchWorker, bc.concurrency)
 	var wg sync.WaitGroup
@@ -272,6 +281,10 @@ type benchRun struct {
 	result []byte
 	next   atomic.Uint64 // the next new key's number
 	claims atomic.Int64  // claims answered, for the progress line
+	// With --rate: request i is due at start + i*interval.
+	start    time.Time
+	interval time.Duration
+	sent     atomic.Int64
 }
 
 // benchWorker sends requests one at a time and keeps its own counts.
@@ -328,8 +341,25 @@ func (w *benchWorker) loop(ctx context.Context, deadline time.Time) {
 		}
 		var res []spent.Result
 		var err error
-		rctx, cancel := context.WithTimeout(ctx, cfg.client.timeout)
 		start := time.Now()
+		if w.run.interval > 0 {
+			// Open loop: wait for this request's slot, and count latency
+			// from it, so that a slow answer delays the measurement
+			// rather than the schedule (no coordinated omission).
+			due := w.run.start.Add(time.Duration(w.run.sent.Add(1)-1) * w.run.interval)
+			if !due.Before(deadline) {
+				return
+			}
+			if d := time.Until(due); d > 0 {
+				select {
+				case <-time.After(d):
+				case <-ctx.Done():
+					return
+				}
+			}
+			start = due
+		}
+		rctx, cancel := context.WithTimeout(ctx, cfg.client.timeout)
 		if cfg.batch == 1 {
 			var r spent.Result
 			r, err = w.run.svc.Claim(rctx, claims[0])
@@ -373,6 +403,7 @@ func (run *benchRun) report(workers []*benchWorker, target string, elapsed time.
 		Batch:           cfg.batch,
 		Keys:            cfg.keys,
 		Repeat:          cfg.repeat,
+		Rate:            cfg.rate,
 		DurationSeconds: elapsed.Seconds(),
 		Outcomes:        map[string]int64{},
 		ErrorsByCode:    map[string]int64{},
@@ -418,6 +449,9 @@ func (rep *benchReport) print(w io.Writer) error {
 	row := func(name, value string) { fmt.Fprintf(&b, "  %-15s %14s\n", name, value) }
 	fmt.Fprintf(&b, "spent bench: %s, concurrency %d, batch %d, keys %d, repeat %g, %.1fs\n",
 		rep.Target, rep.Concurrency, rep.Batch, rep.Keys, rep.Repeat, rep.DurationSeconds)
+	if rep.Rate > 0 {
+		fmt.Fprintf(&b, "  open loop at %g requests/s; latency counts from each request's scheduled time\n", rep.Rate)
+	}
 	row("claims", strconv.FormatInt(rep.Claims, 10))
 	row("requests", strconv.FormatInt(rep.Requests, 10))
 	row("claims/s", strconv.FormatFloat(rep.ClaimsPerSecond, 'f', 0, 64))

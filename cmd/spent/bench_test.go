@@ -59,6 +59,15 @@ func TestBench(t *testing.T) {
 		}
 	})
 
+	t.Run("EmbeddedRateIsAnOpenLoopSchedule", func(t *testing.T) {
+		// 1 s at 100 requests/s: the schedule allows 100 requests, and the
+		// workers are far faster than that, so it is what bounds the run.
+		b := runBench(t, nil, "--embedded", "--rate", "100")
+		if b.Requests < 50 || b.Requests > 100 {
+			t.Fatalf("--rate 100 for 1s: got %d requests, want 50 to 100", b.Requests)
+		}
+	})
+
 	t.Run("EmbeddedRepeatAndBatch", func(t *testing.T) {
 		b := runBench(t, nil, "--embedded", "--repeat", "0.5", "--batch", "10", "--data", t.TempDir())
 		if b.Outcomes["fresh"] == 0 || b.Outcomes["replayed"] == 0 {

@@ -28,8 +28,10 @@
 //   - unknown list and unknown resolve HASH (--complete [--result S] |
 //     --release): list and resolve unknown outcomes, with an admin token.
 //   - bench [--embedded | --addr URL] [--concurrency N] [--duration D]
-//     [--batch N] [--keys N] [--repeat R] [--json]: generate claim load and
-//     report claims/s, latency percentiles and outcome counts.
+//     [--batch N] [--keys N] [--repeat R] [--rate R] [--json]: generate
+//     claim load and report claims/s, latency percentiles and outcome counts;
+//     --rate sends on a fixed schedule (open loop) to measure latency at a
+//     given load.
 //
 // The client commands take --addr (default $SPENT_ADDR, else
 // http://127.0.0.1:7070), --token (default $SPENT_TOKEN), --namespace (-n,
