@@ -2,7 +2,6 @@ package http_test
 
 import (
 	"net/http/httptest"
-	"sync"
 	"testing"
 
 	"github.com/spentledger/spent"
@@ -28,24 +27,8 @@ func wrap(tb testing.TB, l *spent.Ledger) spent.Service {
 // inmemHarness opens inmem stores, keeping one per directory so that opening
 // a directory again reopens its data, as a durable store would.
 func inmemHarness() func(tb testing.TB, dir string) spent.Store {
-	var mu sync.Mutex
-	stores := map[string]*inmem.Store{}
-	return func(tb testing.TB, dir string) spent.Store {
-		mu.Lock()
-		defer mu.Unlock()
-		s, ok := stores[dir]
-		if ok {
-			s = s.Reopen()
-		} else {
-			s = inmem.New()
-		}
-		stores[dir] = s
-		return s
-	}
-}
-
-func TestConformanceInmem(t *testing.T) {
-	storetest.Run(t, storetest.Harness{Open: inmemHarness(), Wrap: wrap, NoCrash: true})
+	var dirs inmem.Dirs
+	return func(tb testing.TB, dir string) spent.Store { return dirs.Open(dir) }
 }
 
 // pebbleHarness opens the embedded pebble store kept in dir.

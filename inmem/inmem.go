@@ -276,3 +276,30 @@ func (s *Store) Close() error {
 	}
 	return nil
 }
+
+// Dirs hands out one Store per directory name and reopens it (see
+// [Store.Reopen]) when the same name comes again, as a durable store kept in
+// that directory would be after a restart. It fits storetest's Harness.Open.
+// For tests. The zero value is ready to use.
+type Dirs struct {
+	mu     sync.Mutex
+	stores map[string]*Store
+}
+
+// Open returns a new Store for a directory not seen before, and the reopened
+// Store of one seen before.
+func (d *Dirs) Open(dir string) *Store {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.stores == nil {
+		d.stores = map[string]*Store{}
+	}
+	s, ok := d.stores[dir]
+	if ok {
+		s = s.Reopen()
+	} else {
+		s = New()
+	}
+	d.stores[dir] = s
+	return s
+}

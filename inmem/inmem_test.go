@@ -3,7 +3,6 @@ package inmem_test
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,21 +15,9 @@ import (
 // directory and reopens it with Reopen; inmem keeps nothing across a
 // process, so the crash test is skipped.
 func TestStore(t *testing.T) {
-	var mu sync.Mutex
-	stores := map[string]*inmem.Store{}
+	var dirs inmem.Dirs
 	storetest.Run(t, storetest.Harness{
-		Open: func(tb testing.TB, dir string) spent.Store {
-			mu.Lock()
-			defer mu.Unlock()
-			s, ok := stores[dir]
-			if ok {
-				s = s.Reopen()
-			} else {
-				s = inmem.New()
-			}
-			stores[dir] = s
-			return s
-		},
+		Open:    func(tb testing.TB, dir string) spent.Store { return dirs.Open(dir) },
 		NoCrash: true,
 	})
 }
