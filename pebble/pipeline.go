@@ -305,14 +305,19 @@ func (s *Store) gather(open *bool, take func(*request) bool, full func() bool) {
 			timer.Stop()
 		}
 	}()
+	// more takes a request received from the queue and reports whether to
+	// go on gathering.
+	more := func(r *request, ok bool) bool {
+		if !ok {
+			*open = false
+			return false
+		}
+		return take(r)
+	}
 	for yields := 0; *open; {
 		select {
 		case r, ok := <-s.reqs:
-			if !ok {
-				*open = false
-				return
-			}
-			if !take(r) {
+			if !more(r, ok) {
 				return
 			}
 			continue
@@ -338,11 +343,7 @@ func (s *Store) gather(open *bool, take func(*request) bool, full func() bool) {
 		}
 		select {
 		case r, ok := <-s.reqs:
-			if !ok {
-				*open = false
-				return
-			}
-			if !take(r) {
+			if !more(r, ok) {
 				return
 			}
 		case <-timer.C:
