@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
@@ -22,13 +21,6 @@ type Options struct {
 	// pebble batch sharing one WAL sync. A larger ClaimBatch still goes into
 	// a single round of its own.
 	MaxBatchRound int
-
-	// GatherWait is how long a round may wait, once the previous round's
-	// sync is done, for more requests while it holds fewer than the previous
-	// round did. Callers over a network (the HTTP server) come back a round
-	// trip after their answer; without the wait they miss the next round and
-	// ride every other sync. Zero disables the wait.
-	GatherWait time.Duration
 
 	// CacheSize is the size in bytes of pebble's block cache; zero means
 	// pebble's default (8 MiB).
@@ -53,7 +45,6 @@ type Options struct {
 func DefaultOptions() Options {
 	return Options{
 		MaxBatchRound: 8192,
-		GatherWait:    200 * time.Microsecond,
 		CacheSize:     64 << 20,
 		MemTableSize:  64 << 20,
 	}
@@ -72,8 +63,6 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("pebble: expected records %d: must be 0 to %d", o.ExpectedRecords, maxExpectedRecords)
 	case o.MaxBatchRound < 1 || o.MaxBatchRound > maxBatchRound:
 		return fmt.Errorf("pebble: max batch round %d: must be 1 to %d", o.MaxBatchRound, maxBatchRound)
-	case o.GatherWait < 0 || o.GatherWait > 100*time.Millisecond:
-		return fmt.Errorf("pebble: gather wait %v: must be 0 to 100ms", o.GatherWait)
 	case o.CacheSize < 0:
 		return fmt.Errorf("pebble: cache size %d: must not be negative", o.CacheSize)
 	case o.MemTableSize < 1<<20:

@@ -790,8 +790,6 @@ func TestOptionsValidate(t *testing.T) {
 		"NegativeExpected": func(o *pebble.Options) { o.ExpectedRecords = -1 },
 		"ZeroRound":        func(o *pebble.Options) { o.MaxBatchRound = 0 },
 		"TinyMemTable":     func(o *pebble.Options) { o.MemTableSize = 1 },
-		"NegativeGather":   func(o *pebble.Options) { o.GatherWait = -time.Microsecond },
-		"LongGather":       func(o *pebble.Options) { o.GatherWait = time.Second },
 	} {
 		t.Run(name, func(t *testing.T) {
 			o := pebble.DefaultOptions()

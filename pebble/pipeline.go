@@ -231,7 +231,6 @@ func (s *Store) decide() {
 		size  int
 		carry *request // taken from the queue for the next round
 		open  = true   // the queue is not closed yet
-		prev  int      // requests in the previous round
 	)
 	// take decides r into rd if it fits, and reports whether it did.
 	take := func(r *request) bool {
@@ -274,14 +273,13 @@ func (s *Store) decide() {
 				}
 			case <-s.free:
 				slot = true
-				s.gather(&open, take, func() bool { return len(rd.reqs) >= prev || carry != nil })
+				s.gather(&open, take)
 				break gather
 			}
 		}
 		if !slot {
 			<-s.free
 		}
-		prev = len(rd.reqs)
 		s.seal(rd)
 		rd = nil
 	}
@@ -290,63 +288,30 @@ func (s *Store) decide() {
 // gather takes the requests that are ready before a round is sealed. When
 // the queue is empty it yields once, so that callers who were just answered,
 // and are runnable, can queue their next request and share this round
-// instead of waiting for the next sync; it stops yielding when a yield brings
-// nothing new, and after a few yields in all, so that it costs little when
-// the load is light. Then, while full reports false (the round holds fewer
-// requests than the previous one), it waits up to Options.GatherWait for more:
-// callers over a network come back a round trip after their answer, too late
-// for a yield, and without the wait they would always miss the next round and
-// ride every other sync.
-func (s *Store) gather(open *bool, take func(*request) bool, full func() bool) {
-	var timer *time.Timer
-	deadline := time.Now().Add(s.opts.GatherWait)
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
-	// more takes a request received from the queue and reports whether to
-	// go on gathering.
-	more := func(r *request, ok bool) bool {
-		if !ok {
-			*open = false
-			return false
-		}
-		return take(r)
-	}
+// instead of waiting for the next sync; it stops when a yield brings nothing
+// new, and after a few yields in all, so that it costs little when the load
+// is light.
+func (s *Store) gather(open *bool, take func(*request) bool) {
 	for yields := 0; *open; {
 		select {
 		case r, ok := <-s.reqs:
-			if !more(r, ok) {
+			if !ok {
+				*open = false
+				return
+			}
+			if !take(r) {
 				return
 			}
 			continue
 		default:
 		}
-		if yields < maxYields {
-			before := len(s.reqs)
-			runtime.Gosched()
-			yields++
-			if len(s.reqs) != before {
-				continue
-			}
-			yields = maxYields
-		}
-		wait := time.Until(deadline)
-		if s.opts.GatherWait <= 0 || wait <= 0 || full() {
+		if yields == maxYields {
 			return
 		}
-		if timer == nil {
-			timer = time.NewTimer(wait)
-		} else {
-			timer.Reset(wait)
-		}
-		select {
-		case r, ok := <-s.reqs:
-			if !more(r, ok) {
-				return
-			}
-		case <-timer.C:
+		before := len(s.reqs)
+		runtime.Gosched()
+		yields++
+		if len(s.reqs) == before {
 			return
 		}
 	}
