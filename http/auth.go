@@ -63,7 +63,10 @@ func (g *grant) allows(ns string, admin bool) bool {
 	return ns != "" && g.namespaces[ns]
 }
 
-func validToken(t string) bool {
+// ValidToken reports whether t is in the RFC 6750 bearer-token alphabet
+// (letters, digits and -._~+/, then optional = padding), as NewServer
+// requires of every configured token (which must also be MinTokenLen long).
+func ValidToken(t string) bool {
 	i := 0
 	for i < len(t) {
 		c := t[i]
@@ -89,7 +92,7 @@ func newGrants(tokens []Token, l *spent.Ledger) ([]grant, error) {
 	gs := make([]grant, 0, len(tokens))
 	seen := map[string]bool{}
 	for i, t := range tokens {
-		if len(t.Token) < MinTokenLen || !validToken(t.Token) {
+		if len(t.Token) < MinTokenLen || !ValidToken(t.Token) {
 			return nil, fmt.Errorf("http: token %d: want at least %d bytes of the bearer token alphabet", i, MinTokenLen)
 		}
 		if seen[t.Token] {

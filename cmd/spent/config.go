@@ -290,7 +290,7 @@ func (ft fileToken) resolve(getenv func(string) string, namespaces map[string]sp
 	if len(t.Token) < sphttp.MinTokenLen {
 		return t, fmt.Errorf("token of %d bytes: at least %d, so that it cannot be guessed", len(t.Token), sphttp.MinTokenLen)
 	}
-	if !bearerToken(t.Token) {
+	if !sphttp.ValidToken(t.Token) {
 		return t, errors.New("token: use only letters, digits and -._~+/ (then optional = padding), as a bearer token must")
 	}
 	if len(ft.Scopes) == 0 {
@@ -354,21 +354,6 @@ func (cfg *serveConfig) checkListen() error {
 		return fmt.Errorf("listen %q: no tokens are configured, so auth is off and spent only listens on a loopback address (127.0.0.1, [::1], localhost); add [[tokens]] to the config file to listen elsewhere", cfg.Listen)
 	}
 	return nil
-}
-
-// bearerToken reports whether t is in the RFC 6750 token alphabet, as the
-// http package requires; checking here names the config entry at fault.
-func bearerToken(t string) bool {
-	body := strings.TrimRight(t, "=")
-	if body == "" {
-		return false
-	}
-	for _, c := range []byte(body) {
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("-._~+/", c) >= 0) {
-			return false
-		}
-	}
-	return true
 }
 
 func sortedKeys[V any](m map[string]V) []string {
