@@ -237,7 +237,14 @@ func testStore(t *testing.T, h Harness) {
 		wantErr(t, "Release at expires_at", s.Release(ctx, x.Key, x.Seq, x.ExpiresAt), spent.ErrNotFound)
 	})
 
+	if h.NativeExpiry {
+		testNativeExpiry(t, h)
+	}
+
 	t.Run("DeleteExpiredRemovesExactlyWhatExpired", func(t *testing.T) {
+		if h.NativeExpiry {
+			t.Skip("the engine expires records itself (Harness.NativeExpiry); NativeExpiry* tests check it instead")
+		}
 		s := newEnv(t, h).store
 		const n = 20
 		for i := 1; i <= n; i++ {
@@ -271,6 +278,9 @@ func testStore(t *testing.T, h Harness) {
 	})
 
 	t.Run("DeleteExpiredHonoursLimit", func(t *testing.T) {
+		if h.NativeExpiry {
+			t.Skip("the engine expires records itself (Harness.NativeExpiry); NativeExpiry* tests check it instead")
+		}
 		s := newEnv(t, h).store
 		const n = 30
 		for i := 1; i <= n; i++ {
@@ -413,4 +423,60 @@ func equalUints(a, b []uint64) bool {
 		}
 	}
 	return true
+}
+
+// testNativeExpiry checks a store that expires records by the engine's own
+// clock: DeleteExpired removes nothing, and a record is physically gone soon
+// after its ExpiresAt passes in real time (a read at an earlier instant, when
+// the record would still be live, no longer finds it).
+func testNativeExpiry(t *testing.T, h Harness) {
+	ctx := context.Background()
+
+	t.Run("NativeExpiryDeleteExpiredRemovesNothing", func(t *testing.T) {
+		s := newEnv(t, h).store
+		for i := 1; i <= 5; i++ {
+			put(t, s, completeRecord(nsEchoHold, i, epoch.Add(time.Duration(i)*time.Second)), epoch)
+		}
+		if got, err := s.DeleteExpired(ctx, epoch.Add(time.Hour), 100); err != nil || got != 0 {
+			t.Fatalf("DeleteExpired: got %d, %v, want 0, nil", got, err)
+		}
+		for i := 1; i <= 5; i++ {
+			_, err := s.Get(ctx, storeKey(i), epoch)
+			wantErr(t, "Get at the epoch of record "+itoa(i), err, nil)
+		}
+	})
+
+	t.Run("NativeExpiryForgetsInRealTime", func(t *testing.T) {
+		s := newEnv(t, h).store
+		real0 := time.Now()
+		before := real0.Add(-time.Hour) // every record below is live then
+		short := completeRecord(nsEchoHold, 1, real0.Add(time.Second))
+		short.FirstSeen = before
+		long := completeRecord(nsEchoHold, 2, real0.Add(time.Hour))
+		long.FirstSeen = before
+		put(t, s, short, before)
+		put(t, s, long, before)
+		if _, err := s.Get(ctx, short.Key, before); err != nil {
+			t.Fatalf("Get of the short-lived record before it expired: %v", err)
+		}
+		deadline := real0.Add(30 * time.Second)
+		for {
+			_, err := s.Get(ctx, short.Key, before)
+			if errors.Is(err, spent.ErrNotFound) {
+				break
+			}
+			if err != nil {
+				t.Fatalf("Get of the short-lived record: %v", err)
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the record expiring at %v is still stored at %v", short.ExpiresAt, time.Now())
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if time.Now().Before(short.ExpiresAt) {
+			t.Fatalf("the record was forgotten at %v, before its expires_at %v", time.Now(), short.ExpiresAt)
+		}
+		_, err := s.Get(ctx, long.Key, before)
+		wantErr(t, "Get of the long-lived record", err, nil)
+	})
 }

@@ -71,6 +71,13 @@ type Harness struct {
 	// nothing across a process (such as inmem) may set it; a durable store must
 	// never set it. The crash test is then reported as skipped, not passed.
 	NoCrash bool
+	// NativeExpiry declares a store whose engine forgets each record by
+	// itself when its ExpiresAt passes on the engine's own (real) clock, such
+	// as Redis with PEXPIREAT or etcd with leases. Its DeleteExpired removes
+	// nothing and returns 0. The suite then checks exactly that, and instead
+	// checks that a record written to expire a moment from now (real time) is
+	// physically gone soon after, even when read at an earlier instant.
+	NativeExpiry bool
 }
 
 // Run runs the whole suite. It must be called from the top of a test (or
