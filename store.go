@@ -26,6 +26,32 @@ type ClaimResult struct {
 	Record Record
 }
 
+// CountOp asks a store to add one to a bounded counter (a per-client quota,
+// say).
+type CountOp struct {
+	// Key names the counter. Counters live apart from records: a counter and
+	// a record with the same Key are unrelated.
+	Key Hash
+	// Limit is the most the counter may hold; at Limit, Count adds nothing.
+	Limit uint64
+	// ExpiresAt is the expiry of a counter this op creates. A live counter
+	// keeps the expiry it was created with.
+	ExpiresAt time.Time
+	// Now is the ledger's time for this op, as for ClaimOp.Now.
+	Now time.Time
+}
+
+// CountResult is a store's answer to a CountOp.
+type CountResult struct {
+	// Value is the counter's value after the op.
+	Value uint64
+	// Added is true when the op added one, false when the counter was
+	// already at the limit.
+	Added bool
+	// ExpiresAt is when the counter is forgotten.
+	ExpiresAt time.Time
+}
+
 // Store is the durable memory under a Ledger. Every method is safe for
 // concurrent use. Stores never interpret policies beyond what a method's
 // arguments say; they only make each operation atomic and durable.
@@ -82,6 +108,14 @@ type Store interface {
 	// the block [first, first+n) is never returned again for node, across
 	// restarts.
 	ReserveSeq(ctx context.Context, node uint32, n uint64) (first uint64, err error)
+
+	// Count atomically adds one to the counter op.Key unless it already holds
+	// op.Limit. A counter that does not exist, or whose ExpiresAt <= op.Now,
+	// counts as zero and is created with op.ExpiresAt. Of any number of
+	// concurrent Counts on one counter, at most Limit add, counting those
+	// before. The answer is durable on return; an error leaves it unknown.
+	// DeleteExpired forgets expired counters too (and counts them).
+	Count(ctx context.Context, op CountOp) (CountResult, error)
 
 	// Close releases the store. In-flight calls finish or fail with ErrClosed.
 	Close() error

@@ -22,7 +22,7 @@ import (
 
 // Faults injects failures. Each hook is called with the operation name
 // ("claim", "claim_batch", "complete", "release", "get", "list_pending",
-// "delete_expired", "reserve_seq"); a non-nil error is returned to the caller.
+// "delete_expired", "reserve_seq", "count"); a non-nil error is returned to the caller.
 // Before runs before the operation (nothing is written), After runs after it
 // (the write happened: an ambiguous failure).
 type Faults struct {
@@ -34,6 +34,7 @@ type data struct {
 	mu      sync.Mutex
 	recs    map[spent.Hash]spent.Record
 	seqs    map[uint32]uint64
+	counts  map[spent.Hash]spent.CountResult
 	faults  Faults
 	closed  bool
 	version int
@@ -49,7 +50,8 @@ var _ spent.Store = (*Store)(nil)
 
 // New returns an empty store.
 func New() *Store {
-	return &Store{d: &data{recs: map[spent.Hash]spent.Record{}, seqs: map[uint32]uint64{}}}
+	return &Store{d: &data{recs: map[spent.Hash]spent.Record{}, seqs: map[uint32]uint64{},
+		counts: map[spent.Hash]spent.CountResult{}}}
 }
 
 // Reopen returns a new Store over the same data, as a restart of a durable
@@ -253,6 +255,15 @@ func (s *Store) DeleteExpired(ctx context.Context, now time.Time, limit int) (in
 			n++
 		}
 	}
+	for k, c := range s.d.counts {
+		if n >= limit {
+			break
+		}
+		if !now.Before(c.ExpiresAt) {
+			delete(s.d.counts, k)
+			n++
+		}
+	}
 	return n, s.after("delete_expired")
 }
 
@@ -265,6 +276,24 @@ func (s *Store) ReserveSeq(ctx context.Context, node uint32, n uint64) (uint64, 
 	first := s.d.seqs[node] + 1
 	s.d.seqs[node] = first + n - 1
 	return first, s.after("reserve_seq")
+}
+
+// Count implements [spent.Store].
+func (s *Store) Count(ctx context.Context, op spent.CountOp) (spent.CountResult, error) {
+	if err := s.lock(ctx, "count"); err != nil {
+		return spent.CountResult{}, err
+	}
+	defer s.d.mu.Unlock()
+	c, ok := s.d.counts[op.Key]
+	if !ok || !op.Now.Before(c.ExpiresAt) {
+		c = spent.CountResult{ExpiresAt: op.ExpiresAt}
+	}
+	c.Added = c.Value < op.Limit
+	if c.Added {
+		c.Value++
+		s.d.counts[op.Key] = c
+	}
+	return c, s.after("count")
 }
 
 // Close implements [spent.Store].

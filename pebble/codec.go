@@ -15,6 +15,8 @@ import (
 //	r/ hash                                 → encoded record
 //	x/ expires_at hash                      → empty (expiry index)
 //	p/ lease_until seq.node seq.ctr hash    → namespace (pending index)
+//	c/ hash                                 → counter: expires_at, value (uint64)
+//	y/ expires_at hash                      → empty (counter expiry index)
 //	m/format                                → format version (one byte)
 //	m/filter-size                           → filter entries at the last Close (uint64, a hint)
 //	m/seq/ node                             → last reserved counter (uint64)
@@ -27,6 +29,8 @@ const (
 	prefixExpiry  = "x/"
 	prefixPending = "p/"
 	prefixMeta    = "m/"
+	prefixCounter = "c/"
+	prefixCExpiry = "y/"
 
 	timeLen        = 12
 	recordKeyLen   = len(prefixRecord) + spent.HashSize
@@ -106,6 +110,39 @@ func parseExpiryKey(k []byte) (spent.Hash, []byte, error) {
 	}
 	copy(h[:], k[len(prefixExpiry)+timeLen:])
 	return h, k[len(prefixExpiry) : len(prefixExpiry)+timeLen], nil
+}
+
+// appendCounterKey appends the key of a counter to dst.
+func appendCounterKey(dst []byte, h *spent.Hash) []byte {
+	dst = append(dst, prefixCounter...)
+	return append(dst, h[:]...)
+}
+
+// appendCounterExpiryKey appends the counter-expiry-index key of a counter
+// to dst.
+func appendCounterExpiryKey(dst []byte, exp time.Time, h *spent.Hash) []byte {
+	dst = append(dst, prefixCExpiry...)
+	var t [timeLen]byte
+	putTime(t[:], exp)
+	dst = append(dst, t[:]...)
+	return append(dst, h[:]...)
+}
+
+// counterValueLen is the length of an encoded counter: expires_at, value.
+const counterValueLen = timeLen + 8
+
+func appendCounter(dst []byte, c *spent.CountResult) []byte {
+	var t [timeLen]byte
+	putTime(t[:], c.ExpiresAt)
+	dst = append(dst, t[:]...)
+	return binary.BigEndian.AppendUint64(dst, c.Value)
+}
+
+func decodeCounter(v []byte) (spent.CountResult, error) {
+	if len(v) != counterValueLen {
+		return spent.CountResult{}, fmt.Errorf("%w: counter value %x", ErrCorrupt, v)
+	}
+	return spent.CountResult{ExpiresAt: getTime(v[:timeLen]), Value: binary.BigEndian.Uint64(v[timeLen:])}, nil
 }
 
 // appendPendingKey appends the pending-index key of a record to dst.

@@ -36,6 +36,7 @@ const (
 	kindRelease
 	kindSweep
 	kindReserve
+	kindCount
 )
 
 // request is one call waiting for its round. The caller owns it until it is
@@ -59,12 +60,14 @@ type request struct {
 	limit  int       // kindSweep
 	node   uint32    // kindReserve
 	n      uint64
+	count1 spent.CountOp // kindCount
 
 	// Answers.
-	rec   spent.Record
-	count int
-	first uint64
-	err   error
+	rec     spent.Record
+	count   int
+	first   uint64
+	counted spent.CountResult
+	err     error
 
 	done chan struct{} // one value per use, sent by the waiter
 	gone bool          // queued, and the caller stopped waiting
@@ -360,6 +363,7 @@ func (s *Store) seal(rd *round) {
 	}
 	s.removals = s.removals[:0]
 	clear(s.overlay)
+	clear(s.counters)
 	clear(s.seqs)
 	s.publishFilter()
 	s.rounds <- rd
@@ -442,8 +446,15 @@ func (s *Store) decideOne(rd *round, r *request) {
 		r.err = s.release(rd, r)
 	case kindSweep:
 		r.count, r.err = s.sweep(rd, r.now, r.limit)
+		if r.err == nil && r.count < r.limit {
+			var n int
+			n, r.err = s.sweepCounters(rd, r.now, r.limit-r.count)
+			r.count += n
+		}
 	case kindReserve:
 		r.first, r.err = s.reserve(rd, r.node, r.n)
+	case kindCount:
+		r.counted, r.err = s.countOne(rd, &r.count1)
 	default:
 		r.err = fmt.Errorf("unknown request kind %d", r.kind)
 	}
@@ -659,6 +670,100 @@ func (s *Store) sweep(rd *round, now time.Time, limit int) (int, error) {
 		s.sweepFrom = append(s.sweepFrom[:0], upper...)
 	}
 	s.stats.swept.Add(uint64(removed))
+	return removed, nil
+}
+
+// lookupCounter returns the counter h as this round sees it.
+func (s *Store) lookupCounter(h *spent.Hash) (c spent.CountResult, found bool, err error) {
+	if p, ok := s.counters[*h]; ok {
+		if p == nil {
+			return c, false, nil
+		}
+		return *p, true, nil
+	}
+	s.kbuf = appendCounterKey(s.kbuf[:0], h)
+	v, closer, err := s.db.Get(s.kbuf)
+	if errors.Is(err, pdb.ErrNotFound) {
+		return c, false, nil
+	} else if err != nil {
+		return c, false, err
+	}
+	c, err = decodeCounter(v)
+	closer.Close()
+	return c, err == nil, err
+}
+
+// countOne decides one Count.
+func (s *Store) countOne(rd *round, op *spent.CountOp) (spent.CountResult, error) {
+	h := &op.Key
+	cur, found, err := s.lookupCounter(h)
+	if err != nil {
+		return spent.CountResult{}, err
+	}
+	if found && !op.Now.Before(cur.ExpiresAt) {
+		// Expired: start again from zero with the new expiry.
+		s.kbuf = appendCounterExpiryKey(s.kbuf[:0], cur.ExpiresAt, h)
+		rd.del(s.kbuf)
+		found = false
+	}
+	if !found {
+		cur = spent.CountResult{ExpiresAt: op.ExpiresAt}
+	}
+	if cur.Value >= op.Limit {
+		return cur, nil
+	}
+	cur.Value++
+	cur.Added = true
+	s.kbuf = appendCounterKey(s.kbuf[:0], h)
+	s.vbuf = appendCounter(s.vbuf[:0], &cur)
+	rd.set(s.kbuf, s.vbuf)
+	if !found {
+		s.kbuf = appendCounterExpiryKey(s.kbuf[:0], cur.ExpiresAt, h)
+		rd.set(s.kbuf, nil)
+	}
+	c := cur
+	c.Added = false
+	s.counters[*h] = &c
+	return cur, nil
+}
+
+// sweepCounters forgets up to limit counters with expires_at <= now. Counters
+// are few (one per client and epoch), so the walk of their index starts at
+// its beginning each time; entries are deleted one by one.
+func (s *Store) sweepCounters(rd *round, now time.Time, limit int) (int, error) {
+	upper := make([]byte, len(prefixCExpiry)+timeLen)
+	copy(upper, prefixCExpiry)
+	putTime(upper[len(prefixCExpiry):], now.Add(time.Nanosecond))
+	it, err := s.db.NewIter(&pdb.IterOptions{LowerBound: []byte(prefixCExpiry), UpperBound: upper})
+	if err != nil {
+		return 0, err
+	}
+	removed := 0
+	for ok := it.First(); ok && removed < limit; ok = it.Next() {
+		k := it.Key()
+		if len(k) != len(prefixCExpiry)+timeLen+spent.HashSize {
+			it.Close()
+			return 0, fmt.Errorf("%w: counter expiry key %x", ErrCorrupt, k)
+		}
+		var h spent.Hash
+		copy(h[:], k[len(prefixCExpiry)+timeLen:])
+		rd.del(k)
+		cur, found, err := s.lookupCounter(&h)
+		if err != nil {
+			it.Close()
+			return 0, err
+		}
+		if !found || now.Before(cur.ExpiresAt) {
+			continue // a stale entry
+		}
+		s.kbuf = appendCounterKey(s.kbuf[:0], &h)
+		rd.del(s.kbuf)
+		s.counters[h] = nil
+		removed++
+	}
+	if err := it.Close(); err != nil {
+		return 0, err
+	}
 	return removed, nil
 }
 

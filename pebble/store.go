@@ -30,12 +30,13 @@ type Store struct {
 
 	// Owned by the decision goroutine.
 	filter    *filter
-	overlay   map[spent.Hash]*spent.Record // this round's writes; nil means deleted
-	seqs      map[uint32]uint64            // this round's seq reservations
-	removals  []uint64                     // filter removals once this round applies
-	sweepFrom []byte                       // no expiry-index key sorts before it
-	kbuf      []byte                       // scratch key
-	vbuf      []byte                       // scratch value
+	overlay   map[spent.Hash]*spent.Record      // this round's writes; nil means deleted
+	seqs      map[uint32]uint64                 // this round's seq reservations
+	removals  []uint64                          // filter removals once this round applies
+	counters  map[spent.Hash]*spent.CountResult // this round's counter writes; nil means deleted
+	sweepFrom []byte                            // no expiry-index key sorts before it
+	kbuf      []byte                            // scratch key
+	vbuf      []byte                            // scratch value
 
 	rounds    chan *round               // decided rounds, in order, to the waiter
 	free      chan struct{}             // sync slots: a round is sealed only with one
@@ -128,6 +129,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		opts:      opts,
 		reqs:      make(chan *request, 2*opts.MaxBatchRound),
 		overlay:   make(map[spent.Hash]*spent.Record),
+		counters:  make(map[spent.Hash]*spent.CountResult),
 		seqs:      make(map[uint32]uint64),
 		sweepFrom: []byte(prefixExpiry),
 		rounds:    make(chan *round, syncSlots),
@@ -314,6 +316,18 @@ func (s *Store) DeleteExpired(ctx context.Context, now time.Time, limit int) (in
 		return 0, fmt.Errorf("pebble: delete expired: %w", err)
 	}
 	return r.count, nil
+}
+
+// Count implements [spent.Store]. Counters live under their own prefix with
+// their own expiry index, which DeleteExpired walks after the records'.
+func (s *Store) Count(ctx context.Context, op spent.CountOp) (spent.CountResult, error) {
+	r := newRequest(kindCount, ctx)
+	defer recycle(r)
+	r.count1 = op
+	if err := s.do(ctx, r); err != nil {
+		return spent.CountResult{}, fmt.Errorf("pebble: count: %w", err)
+	}
+	return r.counted, nil
 }
 
 // ReserveSeq implements [spent.Store]. The first counter of a node is 1.

@@ -23,14 +23,15 @@ import (
 // it holds changes in memory and writes them 64 at a time: acknowledged
 // claims die with the process, which the crash test must notice.
 type fileStore struct {
-	mu     sync.Mutex
-	recs   map[spent.Hash]spent.Record
-	seqs   map[uint32]uint64
-	f      *os.File
-	w      *bufio.Writer
-	lossy  bool
-	held   int
-	closed bool
+	mu       sync.Mutex
+	recs     map[spent.Hash]spent.Record
+	seqs     map[uint32]uint64
+	counters map[spent.Hash]counter
+	f        *os.File
+	w        *bufio.Writer
+	lossy    bool
+	held     int
+	closed   bool
 }
 
 var _ spent.Store = (*fileStore)(nil)
@@ -40,12 +41,22 @@ type logEntry struct {
 	Del  *spent.Hash   `json:"del,omitempty"`
 	Node uint32        `json:"node,omitempty"`
 	Last uint64        `json:"last,omitempty"`
+	// Counter is a counter's new state; DelCounter forgets one.
+	Counter    *counter    `json:"counter,omitempty"`
+	DelCounter *spent.Hash `json:"del_counter,omitempty"`
+}
+
+type counter struct {
+	Key       spent.Hash `json:"key"`
+	Value     uint64     `json:"value"`
+	ExpiresAt time.Time  `json:"expires_at"`
 }
 
 func openFileStore(tb testing.TB, dir string, lossy bool) *fileStore {
 	tb.Helper()
 	path := filepath.Join(dir, "log.jsonl")
-	s := &fileStore{recs: map[spent.Hash]spent.Record{}, seqs: map[uint32]uint64{}, lossy: lossy}
+	s := &fileStore{recs: map[spent.Hash]spent.Record{}, seqs: map[uint32]uint64{},
+		counters: map[spent.Hash]counter{}, lossy: lossy}
 	if b, err := os.ReadFile(path); err == nil {
 		for _, line := range bytes.Split(b, []byte("\n")) {
 			var e logEntry
@@ -73,6 +84,10 @@ func (s *fileStore) apply(e logEntry) {
 		delete(s.recs, *e.Del)
 	case e.Node != 0:
 		s.seqs[e.Node] = e.Last
+	case e.Counter != nil:
+		s.counters[e.Counter.Key] = *e.Counter
+	case e.DelCounter != nil:
+		delete(s.counters, *e.DelCounter)
 	}
 }
 
@@ -233,6 +248,14 @@ func (s *fileStore) DeleteExpired(ctx context.Context, now time.Time, limit int)
 			es = append(es, logEntry{Del: &k})
 		}
 	}
+	for k, c := range s.counters {
+		if len(es) == limit {
+			break
+		}
+		if !now.Before(c.ExpiresAt) {
+			es = append(es, logEntry{DelCounter: &k})
+		}
+	}
 	return len(es), s.commit(es...)
 }
 
@@ -243,6 +266,22 @@ func (s *fileStore) ReserveSeq(ctx context.Context, node uint32, n uint64) (uint
 	defer s.mu.Unlock()
 	first := s.seqs[node] + 1
 	return first, s.commit(logEntry{Node: node, Last: first + n - 1})
+}
+
+func (s *fileStore) Count(ctx context.Context, op spent.CountOp) (spent.CountResult, error) {
+	if err := s.lock(ctx); err != nil {
+		return spent.CountResult{}, err
+	}
+	defer s.mu.Unlock()
+	c, ok := s.counters[op.Key]
+	if !ok || !op.Now.Before(c.ExpiresAt) {
+		c = counter{Key: op.Key, ExpiresAt: op.ExpiresAt}
+	}
+	if c.Value >= op.Limit {
+		return spent.CountResult{Value: c.Value, ExpiresAt: c.ExpiresAt}, nil
+	}
+	c.Value++
+	return spent.CountResult{Value: c.Value, Added: true, ExpiresAt: c.ExpiresAt}, s.commit(logEntry{Counter: &c})
 }
 
 func (s *fileStore) Close() error {

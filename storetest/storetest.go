@@ -14,7 +14,8 @@
 // retake and hold, the TTL boundary to the nanosecond, exact replay of stored
 // bytes, one fresh claim among many concurrent ones, linearizability of random
 // concurrent histories (checked with porcupine), durability across close and
-// reopen, and survival of kill -9 at random moments. Store-level tests call
+// reopen, the bounded counters of Store.Count, and survival of kill -9 at
+// random moments. Store-level tests call
 // the store directly for what the ledger does not expose (DeleteExpired,
 // ReserveSeq, ListPending ordering).
 //
@@ -102,6 +103,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Linearizability", func(t *testing.T) { testLinearizability(t, h) })
 	t.Run("Durability", func(t *testing.T) { testDurability(t, h) })
 	t.Run("Store", func(t *testing.T) { testStore(t, h) })
+	t.Run("Count", func(t *testing.T) { testCount(t, h) })
 	t.Run("Crash", func(t *testing.T) { testCrash(t, h, runName) })
 }
 
