@@ -15,9 +15,8 @@
 // bytes, one fresh claim among many concurrent ones, linearizability of random
 // concurrent histories (checked with porcupine), durability across close and
 // reopen, the bounded counters of Store.Count, and survival of kill -9 at
-// random moments. Store-level tests call
-// the store directly for what the ledger does not expose (DeleteExpired,
-// ReserveSeq, ListPending ordering).
+// random moments. Store-level tests call the store directly for what the
+// ledger does not expose (DeleteExpired, ReserveSeq, ListPending ordering).
 //
 // When Harness.Wrap is set, the behavioural tests talk to the wrapped service
 // (the HTTP client, say) and assert error codes with spent.ErrorCode; the
