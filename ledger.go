@@ -452,6 +452,32 @@ func (l *Ledger) Get(ctx context.Context, namespace, key string) (Record, error)
 	return r, nil
 }
 
+// Count adds one to the bounded counter named by (scope, key) unless it
+// already holds limit, and reports the counter after the op (see
+// [Store.Count]). The key is stored only as its HMAC, like a claim's key, so
+// a client identity used as key is never kept in the clear. A counter that
+// does not exist or has expired starts from zero and expires at expiresAt,
+// which must be after the ledger's now. Scopes need no configuration; they
+// keep unrelated counters apart. Over the limit, Added is false and no error
+// is returned: the caller decides what that means (a 429, say).
+func (l *Ledger) Count(ctx context.Context, scope, key string, limit uint64, expiresAt time.Time) (CountResult, error) {
+	if err := checkKey(key); err != nil {
+		return CountResult{}, err
+	}
+	if len(scope) > MaxKeyLen {
+		return CountResult{}, Errorf(EKeyTooLong, "counter scope of %d bytes: at most %d", len(scope), MaxKeyLen)
+	}
+	now := l.cfg.Now()
+	if !expiresAt.After(now) {
+		return CountResult{}, Errorf(EInvalid, "counter expiry %s is not after now (%s)", expiresAt.Format(time.RFC3339Nano), now.Format(time.RFC3339Nano))
+	}
+	res, err := l.store.Count(ctx, CountOp{Key: l.HashKey(scope, key), Limit: limit, ExpiresAt: expiresAt, Now: now})
+	if err != nil {
+		return CountResult{}, storeError(err)
+	}
+	return res, nil
+}
+
 // Unknown lists up to limit unknown outcomes: pending records of hold
 // namespaces whose lease has run out, oldest lease first. An empty namespace
 // lists all hold namespaces. Operators resolve them with Complete or Release with Force.

@@ -90,3 +90,49 @@ func TestCompleteByHash(t *testing.T) {
 	_, err = f.ledger.Complete(ctx, spent.Completion{Namespace: nsEcho, Key: "p", Hash: r.Record.Key, Seq: p.Record.Seq, Result: []byte("r")})
 	wantCode(t, "Complete by key with another hash", err, "")
 }
+
+func TestCount(t *testing.T) {
+	f := mustOpen(t)
+	ctx := context.Background()
+	exp := testEpoch.Add(time.Hour)
+	for i := uint64(1); i <= 2; i++ {
+		res, err := f.ledger.Count(ctx, "quota", "client-a", 2, exp)
+		if err != nil || !res.Added || res.Value != i {
+			t.Fatalf("Count %d: got %+v, %v, want value %d, added", i, res, err, i)
+		}
+	}
+	if res, err := f.ledger.Count(ctx, "quota", "client-a", 2, exp); err != nil || res.Added || res.Value != 2 {
+		t.Fatalf("Count over the limit: got %+v, %v, want value 2, not added", res, err)
+	}
+	// Another scope or key is another counter.
+	if res, err := f.ledger.Count(ctx, "quota-2", "client-a", 2, exp); err != nil || res.Value != 1 {
+		t.Fatalf("Count in another scope: got %+v, %v, want value 1", res, err)
+	}
+	if res, err := f.ledger.Count(ctx, "quota", "client-b", 2, exp); err != nil || res.Value != 1 {
+		t.Fatalf("Count of another key: got %+v, %v, want value 1", res, err)
+	}
+	// Bad input is refused with a code, and nothing is counted.
+	cases := []struct {
+		scope, key string
+		exp        time.Time
+		code       string
+	}{
+		{"quota", "", exp, spent.EInvalid},
+		{"quota", strings.Repeat("k", spent.MaxKeyLen+1), exp, spent.EKeyTooLong},
+		{strings.Repeat("s", spent.MaxKeyLen+1), "k", exp, spent.EKeyTooLong},
+		{"quota", "client-c", testEpoch, spent.EInvalid},
+	}
+	for _, tc := range cases {
+		if _, err := f.ledger.Count(ctx, tc.scope, tc.key, 2, tc.exp); spent.ErrorCode(err) != tc.code {
+			t.Fatalf("Count(%.10q, %.10q, %v): got %v, want code %s", tc.scope, tc.key, tc.exp, err, tc.code)
+		}
+	}
+	if res, err := f.ledger.Count(ctx, "quota", "client-c", 2, exp); err != nil || res.Value != 1 {
+		t.Fatalf("Count after refused ops: got %+v, %v, want value 1", res, err)
+	}
+	// At its expiry the counter starts again.
+	f.clock.Set(exp)
+	if res, err := f.ledger.Count(ctx, "quota", "client-a", 2, exp.Add(time.Hour)); err != nil || res.Value != 1 || !res.Added {
+		t.Fatalf("Count after expiry: got %+v, %v, want value 1, added", res, err)
+	}
+}
