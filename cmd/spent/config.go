@@ -53,6 +53,12 @@ type serveConfig struct {
 	LogFormat string
 	// Store tunes the embedded store; its Logger is set at start.
 	Store pebble.Options
+	// StoreURL names the store as a DSN (see storeSchemes); empty is the
+	// embedded store in the data directory.
+	StoreURL string
+	// AllowNonDurable lets a shared store start on an engine configured to
+	// lose acknowledged writes (it then logs what can be lost).
+	AllowNonDurable bool
 }
 
 // defaultServeConfig is the configuration without a file: one namespace,
@@ -103,9 +109,11 @@ type fileConfig struct {
 }
 
 type fileStore struct {
-	ExpectedRecords *int64 `toml:"expected_records"`
-	CacheSize       *int64 `toml:"cache_size"`
-	MemTableSize    *int64 `toml:"memtable_size"`
+	URL             *string `toml:"url"`
+	AllowNonDurable *bool   `toml:"allow_non_durable"`
+	ExpectedRecords *int64  `toml:"expected_records"`
+	CacheSize       *int64  `toml:"cache_size"`
+	MemTableSize    *int64  `toml:"memtable_size"`
 }
 
 type fileNamespace struct {
@@ -209,6 +217,15 @@ func (cfg *serveConfig) parse(doc string, getenv func(string) string) error {
 		cfg.LogFormat = *f.LogFormat
 	}
 
+	if v := f.Store.URL; v != nil {
+		if _, err := storeKind(*v); err != nil {
+			return fmt.Errorf("[store] url: %w", err)
+		}
+		cfg.StoreURL = *v
+	}
+	if v := f.Store.AllowNonDurable; v != nil {
+		cfg.AllowNonDurable = *v
+	}
 	if v := f.Store.ExpectedRecords; v != nil {
 		if *v < 0 {
 			return fmt.Errorf("[store] expected_records = %d: must not be negative", *v)

@@ -21,7 +21,6 @@ import (
 
 	"github.com/spentledger/spent"
 	sphttp "github.com/spentledger/spent/http"
-	"github.com/spentledger/spent/pebble"
 )
 
 // Timeouts of the HTTP server. Claims are small and fast; these only bound
@@ -34,18 +33,24 @@ const (
 )
 
 func (m *Main) serveCommand() *cobra.Command {
-	var configPath, listen, data string
+	var configPath, listen, data, storeURL string
+	var allowNonDurable bool
 	c := &cobra.Command{
 		Use:   "serve",
-		Short: "Run the server on the embedded store",
-		Long: `Run the server on the embedded (pebble) store kept in the data directory.
+		Short: "Run the server",
+		Long: `Run the server, by default on the embedded (pebble) store kept in the data
+directory. --store puts the ledger on a shared store instead, so that several
+servers answer as one: redis://, redis-cluster://, postgres:// or etcd:// (see
+docs/stores.md). Servers sharing a store must share the secret: copy DATA/secret
+from the first server; a server with another secret refuses to start.
 
 Without --config there is one namespace, "default" (echo, 24h retention, 30s
 lease, hold on lease expiry), and no tokens: auth is off and the server only
 listens on a loopback address. The HMAC secret is generated on first start and
 kept in DATA/secret (mode 0600). SIGINT or SIGTERM shuts down gracefully.`,
 		Example: `  spent serve
-  spent serve --config spent.toml --listen 0.0.0.0:7070 --data /var/lib/spent`,
+  spent serve --config spent.toml --listen 0.0.0.0:7070 --data /var/lib/spent
+  spent serve --store postgres://spent@db.internal/spent`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(c *cobra.Command, _ []string) error {
 			cfg := defaultServeConfig()
@@ -61,6 +66,15 @@ kept in DATA/secret (mode 0600). SIGINT or SIGTERM shuts down gracefully.`,
 			if c.Flags().Changed("data") {
 				cfg.Data = data
 			}
+			if c.Flags().Changed("store") {
+				if _, err := storeKind(storeURL); err != nil {
+					return &usageError{err}
+				}
+				cfg.StoreURL = storeURL
+			}
+			if c.Flags().Changed("allow-non-durable") {
+				cfg.AllowNonDurable = allowNonDurable
+			}
 			if err := cfg.validate(); err != nil {
 				return &usageError{err}
 			}
@@ -75,6 +89,8 @@ kept in DATA/secret (mode 0600). SIGINT or SIGTERM shuts down gracefully.`,
 	f.StringVarP(&configPath, "config", "c", "", "TOML configuration `file` (see docs/configuration.md)")
 	f.StringVar(&listen, "listen", defaultListen, "TCP `address` to listen on (overrides the file's listen)")
 	f.StringVar(&data, "data", defaultData, "data `directory`: secret and embedded store (overrides the file's data)")
+	f.StringVar(&storeURL, "store", "", "store `DSN`: "+storeSchemes+" (default: pebble in DATA/"+storeDir+"; overrides the file's [store] url)")
+	f.BoolVar(&allowNonDurable, "allow-non-durable", false, "start a shared store even when its engine may lose acknowledged writes (logs what can be lost)")
 	return c
 }
 
@@ -100,17 +116,23 @@ func (m *Main) serve(ctx context.Context, cfg serveConfig) error {
 	if created {
 		log.Info("generated a new secret: this data directory starts a new epoch", "path", filepath.Join(cfg.Data, secretFile))
 	}
-	opts := cfg.Store
-	opts.Logger = log.With("component", "pebble")
-	store, err := pebble.Open(filepath.Join(cfg.Data, storeDir), opts)
+	opened, err := openStore(ctx, cfg, log)
 	if err != nil {
-		return fmt.Errorf("opening store: %w", err)
+		return err
 	}
+	store := opened.store
 	closeStore := sync.OnceValue(store.Close)
 	m.onClose(closeStore)
 
 	lc := cfg.Ledger
 	lc.Secret = secret
+	if err := checkSecret(ctx, store, secret, lc.Node, lc.Now()); err != nil {
+		if errors.Is(err, errSecretMismatch) {
+			return fmt.Errorf("%w: servers sharing a store must share %s (copy it from a server already running on this store)",
+				err, filepath.Join(cfg.Data, secretFile))
+		}
+		return err
+	}
 	ledger, err := spent.NewLedger(ctx, store, lc)
 	if err != nil {
 		return fmt.Errorf("starting ledger: %w", err)
@@ -120,8 +142,10 @@ func (m *Main) serve(ctx context.Context, cfg serveConfig) error {
 	reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		newStoreCollector(store),
 	)
+	if opened.collector != nil {
+		reg.MustRegister(opened.collector)
+	}
 	sw := newSweeper(ledger, cfg.SweepInterval, cfg.SweepBatch, log, reg)
 
 	var stopping atomic.Bool
@@ -169,7 +193,7 @@ func (m *Main) serve(ctx context.Context, cfg serveConfig) error {
 
 	addr := ln.Addr().String()
 	fmt.Fprintf(m.Stdout, "spent listening on http://%s\n", addr)
-	log.Info("spent serving", "addr", addr, "data", cfg.Data, "node", lc.Node,
+	log.Info("spent serving", "addr", addr, "data", cfg.Data, "store", opened.kind, "at", opened.where, "node", lc.Node,
 		"namespaces", strings.Join(ledger.Namespaces(), ","), "tokens", len(cfg.Tokens))
 	if len(cfg.Tokens) == 0 {
 		log.Warn("auth is off: no tokens are configured, so the server is loopback-only", "addr", addr)

@@ -62,7 +62,9 @@ func TestServe(t *testing.T) {
 		}
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(resp.Body)
-		for _, name := range []string{"go_goroutines", "process_", sphttp.MetricClaims, "spent_sweep_last_success_timestamp_seconds", "spent_store_records 1"} {
+		for _, name := range []string{"go_goroutines", "process_", sphttp.MetricClaims, "spent_sweep_last_success_timestamp_seconds",
+			// The claim and the store's secret check.
+			"spent_store_records 2"} {
 			if !bytes.Contains(b, []byte(name)) {
 				t.Errorf("/metrics lacks %s", name)
 			}
@@ -269,4 +271,51 @@ func TestGracefulShutdown(t *testing.T) {
 	if !strings.Contains(out, `"outcome":"replayed"`) {
 		t.Fatalf("claim after restart: got %s, want replayed", out)
 	}
+}
+
+func TestStoreFlag(t *testing.T) {
+	t.Run("PebbleDSNNamesTheDirectory", func(t *testing.T) {
+		dir, storeDir := t.TempDir(), filepath.Join(t.TempDir(), "ledger")
+		s := MustServe(t, dir, nil, nil, "--store", "pebble://"+storeDir)
+		MustRun(t, nil, "claim", "--addr", s.Addr, "ticket-1", "--result", "ok")
+		s.Stop()
+		if ents, err := os.ReadDir(storeDir); err != nil || len(ents) == 0 {
+			t.Fatalf("pebble store at %s: %d entries, %v", storeDir, len(ents), err)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "pebble")); err == nil {
+			t.Fatal("a store was also made in the data directory")
+		}
+		s = MustServe(t, dir, nil, nil, "--store", "pebble://"+storeDir)
+		if out := MustRun(t, nil, "claim", "--addr", s.Addr, "--json", "ticket-1", "--result", "ok"); !strings.Contains(out, `"outcome":"replayed"`) {
+			t.Fatalf("claim after restart on the same store: got %s, want replayed", out)
+		}
+	})
+
+	t.Run("AnotherSecretIsRefused", func(t *testing.T) {
+		storeDir := filepath.Join(t.TempDir(), "ledger")
+		MustServe(t, t.TempDir(), nil, nil, "--store", "pebble://"+storeDir).Stop()
+		// A second data directory means a second secret over the same store.
+		r := Run(t, nil, "serve", "--listen", "127.0.0.1:0", "--data", t.TempDir(), "--store", "pebble://"+storeDir)
+		if r.Code == 0 || !strings.Contains(r.Stderr, "set up with another secret") {
+			t.Fatalf("serve with another secret: exit %d, stderr %q; want a refusal", r.Code, r.Stderr)
+		}
+	})
+
+	t.Run("BadDSNs", func(t *testing.T) {
+		cases := []struct{ dsn, want string }{
+			{"mysql://localhost/x", `unknown scheme "mysql"`},
+			{"just-a-path", "want a URL"},
+			{"pebble://host/path", "no host or query"},
+			{"mysql://root:hunter2@localhost/x", "unknown scheme"},
+		}
+		for _, tc := range cases {
+			r := Run(t, nil, "serve", "--listen", "127.0.0.1:0", "--data", t.TempDir(), "--store", tc.dsn)
+			if r.Code != 2 || !strings.Contains(r.Stderr, tc.want) {
+				t.Fatalf("serve --store %q: exit %d, stderr %q; want exit 2 and %q", tc.dsn, r.Code, r.Stderr, tc.want)
+			}
+			if strings.Contains(r.Stderr, "hunter2") {
+				t.Fatalf("serve --store %q: the password is in the message: %q", tc.dsn, r.Stderr)
+			}
+		}
+	})
 }
