@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"hash"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 )
@@ -27,6 +28,10 @@ const (
 	DefaultMaxResult = 1 << 20
 	// MaxBatch is the most claims in one batch.
 	MaxBatch = 10000
+	// ReservedPrefix starts the names of the namespaces the server keeps for
+	// itself (its secret check and its rollback fence); configured namespaces
+	// may not use it.
+	ReservedPrefix = "spent."
 )
 
 // Config configures a Ledger. Build it with [DefaultConfig] and check it with
@@ -74,6 +79,9 @@ func (c *Config) Validate() error {
 	for name, p := range c.Namespaces {
 		if name == "" || len(name) > 64 {
 			return fmt.Errorf("spent: namespace name %q: 1 to 64 bytes", name)
+		}
+		if strings.HasPrefix(name, ReservedPrefix) {
+			return fmt.Errorf("spent: namespace name %q: names starting with %q are the server's own", name, ReservedPrefix)
 		}
 		if err := p.Validate(); err != nil {
 			return fmt.Errorf("spent: namespace %q: %w", name, err)

@@ -136,3 +136,16 @@ func TestCount(t *testing.T) {
 		t.Fatalf("Count after expiry: got %+v, %v, want value 1, added", res, err)
 	}
 }
+
+func TestReservedNamespacePrefix(t *testing.T) {
+	cfg := spent.DefaultConfig()
+	cfg.Secret = make([]byte, spent.MinSecretLen)
+	cfg.Namespaces = map[string]spent.Policy{spent.ReservedPrefix + "meta": spent.DefaultPolicy()}
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "the server's own") {
+		t.Fatalf("Validate with namespace %q: got %v, want a refusal", spent.ReservedPrefix+"meta", err)
+	}
+	cfg.Namespaces = map[string]spent.Policy{"spentmeta": spent.DefaultPolicy()}
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("Validate with namespace spentmeta: %v", err)
+	}
+}

@@ -25,6 +25,7 @@ const (
 	defaultSweepInterval   = time.Minute
 	defaultSweepBatch      = 1000
 	defaultShutdownTimeout = 30 * time.Second
+	defaultFenceInterval   = 10 * time.Second
 )
 
 // serveConfig is the server's effective configuration: the file's values over
@@ -48,6 +49,10 @@ type serveConfig struct {
 	SweepBatch int
 	// ShutdownTimeout bounds the graceful shutdown.
 	ShutdownTimeout time.Duration
+	// FenceInterval is the pause between two advances of the rollback fence
+	// (see fence.go): a store restored from a snapshot younger than this
+	// before a crash goes unnoticed.
+	FenceInterval time.Duration
 	// LogLevel and LogFormat shape the log on stderr.
 	LogLevel  slog.Level
 	LogFormat string
@@ -71,6 +76,7 @@ func defaultServeConfig() serveConfig {
 		SweepInterval:   defaultSweepInterval,
 		SweepBatch:      defaultSweepBatch,
 		ShutdownTimeout: defaultShutdownTimeout,
+		FenceInterval:   defaultFenceInterval,
 		LogLevel:        slog.LevelInfo,
 		LogFormat:       "text",
 		Store:           pebble.DefaultOptions(),
@@ -101,6 +107,7 @@ type fileConfig struct {
 	SweepInterval   *duration                `toml:"sweep_interval"`
 	SweepBatch      *int64                   `toml:"sweep_batch"`
 	ShutdownTimeout *duration                `toml:"shutdown_timeout"`
+	FenceInterval   *duration                `toml:"fence_interval"`
 	LogLevel        *string                  `toml:"log_level"`
 	LogFormat       *string                  `toml:"log_format"`
 	Namespaces      map[string]fileNamespace `toml:"namespaces"`
@@ -204,6 +211,12 @@ func (cfg *serveConfig) parse(doc string, getenv func(string) string) error {
 			return fmt.Errorf("shutdown_timeout = %q: must be positive", time.Duration(*f.ShutdownTimeout))
 		}
 		cfg.ShutdownTimeout = time.Duration(*f.ShutdownTimeout)
+	}
+	if f.FenceInterval != nil {
+		if time.Duration(*f.FenceInterval) < time.Second {
+			return fmt.Errorf("fence_interval = %q: want at least 1s", time.Duration(*f.FenceInterval))
+		}
+		cfg.FenceInterval = time.Duration(*f.FenceInterval)
 	}
 	if f.LogLevel != nil {
 		if err := cfg.LogLevel.UnmarshalText([]byte(*f.LogLevel)); err != nil {

@@ -133,6 +133,10 @@ func (m *Main) serve(ctx context.Context, cfg serveConfig) error {
 		}
 		return err
 	}
+	fnc, err := openFence(ctx, cfg.Data, store, lc.Node, lc.Now, log)
+	if err != nil {
+		return err
+	}
 	ledger, err := spent.NewLedger(ctx, store, lc)
 	if err != nil {
 		return fmt.Errorf("starting ledger: %w", err)
@@ -205,6 +209,11 @@ func (m *Main) serve(ctx context.Context, cfg serveConfig) error {
 		defer close(sweepDone)
 		sw.run(sweepCtx)
 	}()
+	fenceDone := make(chan struct{})
+	go func() {
+		defer close(fenceDone)
+		fnc.run(sweepCtx, cfg.FenceInterval)
+	}()
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 
@@ -228,6 +237,11 @@ func (m *Main) serve(ctx context.Context, cfg serveConfig) error {
 	}
 	stopSweep()
 	<-sweepDone
+	<-fenceDone
+	// Every request has finished: a last canary covers all they wrote.
+	if err := fnc.advance(context.Background()); err != nil {
+		log.Warn("fence: last advance before stopping", "err", err)
+	}
 	if err := closeStore(); err != nil {
 		log.Error("closing store", "err", err)
 		return errors.Join(runErr, fmt.Errorf("closing store: %w", err))

@@ -63,8 +63,8 @@ func TestServe(t *testing.T) {
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(resp.Body)
 		for _, name := range []string{"go_goroutines", "process_", sphttp.MetricClaims, "spent_sweep_last_success_timestamp_seconds",
-			// The claim and the store's secret check.
-			"spent_store_records 2"} {
+			// The claim, the store's secret check and the fence's canary.
+			"spent_store_records 3"} {
 			if !bytes.Contains(b, []byte(name)) {
 				t.Errorf("/metrics lacks %s", name)
 			}

@@ -1,0 +1,104 @@
+package main_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spentledger/spent/pebble"
+)
+
+// copyDir copies the directory src to dst, as a snapshot of a stopped store.
+func copyDir(t *testing.T, src, dst string) {
+	t.Helper()
+	if out, err := exec.Command("cp", "-a", src, dst).CombinedOutput(); err != nil {
+		t.Fatalf("cp -a %s %s: %v: %s", src, dst, err, out)
+	}
+}
+
+func TestFence(t *testing.T) {
+	t.Run("RefusesAStoreRestoredFromASnapshot", func(t *testing.T) {
+		data, root := t.TempDir(), t.TempDir()
+		storeDir := filepath.Join(root, "ledger")
+		s := MustServe(t, data, nil, nil, "--store", "pebble://"+storeDir)
+		MustRun(t, nil, "claim", "--addr", s.Addr, "ticket-1", "--result", "ok")
+		s.Stop()
+		copyDir(t, storeDir, filepath.Join(root, "snapshot"))
+
+		s = MustServe(t, data, nil, nil, "--store", "pebble://"+storeDir)
+		MustRun(t, nil, "claim", "--addr", s.Addr, "ticket-2", "--result", "ok")
+		s.Stop()
+
+		// The operator restores the snapshot: ticket-2 would be fresh again.
+		if err := os.RemoveAll(storeDir); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(filepath.Join(root, "snapshot"), storeDir); err != nil {
+			t.Fatal(err)
+		}
+		r := Run(t, nil, "serve", "--listen", "127.0.0.1:0", "--data", data, "--store", "pebble://"+storeDir)
+		if r.Code == 0 || !strings.Contains(r.Stderr, "the store went backwards") || !strings.Contains(r.Stderr, "spent tokens") {
+			t.Fatalf("serve on a restored store: exit %d, stderr %q; want a refusal that explains", r.Code, r.Stderr)
+		}
+	})
+
+	t.Run("RefusesAnotherStore", func(t *testing.T) {
+		data := t.TempDir()
+		MustServe(t, data, nil, nil, "--store", "pebble://"+filepath.Join(t.TempDir(), "a")).Stop()
+		r := Run(t, nil, "serve", "--listen", "127.0.0.1:0", "--data", data, "--store", "pebble://"+filepath.Join(t.TempDir(), "b"))
+		if r.Code == 0 || !strings.Contains(r.Stderr, "the store went backwards") {
+			t.Fatalf("serve on an empty store with an old fence: exit %d, stderr %q; want a refusal", r.Code, r.Stderr)
+		}
+	})
+
+	t.Run("RefusesADamagedFence", func(t *testing.T) {
+		data := t.TempDir()
+		MustServe(t, data, nil, nil).Stop()
+		if err := os.WriteFile(filepath.Join(data, "fence"), []byte("{"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		r := Run(t, nil, "serve", "--listen", "127.0.0.1:0", "--data", data)
+		if r.Code == 0 || !strings.Contains(r.Stderr, "is damaged") {
+			t.Fatalf("serve with a damaged fence: exit %d, stderr %q; want a refusal", r.Code, r.Stderr)
+		}
+	})
+
+	t.Run("AdvancesAndKeepsOneCanary", func(t *testing.T) {
+		data := t.TempDir()
+		cfg := WriteConfig(t, "fence_interval = \"1s\"\n")
+		s := MustServe(t, data, nil, nil, "--config", cfg)
+		before, err := os.ReadFile(filepath.Join(data, "fence"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2500 * time.Millisecond)
+		mid, err := os.ReadFile(filepath.Join(data, "fence"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(mid) == string(before) {
+			t.Fatalf("the fence did not advance in 2.5s with fence_interval 1s: %s", mid)
+		}
+		s.Stop()
+		// Restarts pass the check, and old canaries are released: one is live.
+		for range 3 {
+			MustServe(t, data, nil, nil, "--config", cfg).Stop()
+		}
+		st, err := pebble.Open(filepath.Join(data, "pebble"), pebble.DefaultOptions())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		recs, err := st.ListPending(context.Background(), "spent.fence", time.Now().Add(75*365*24*time.Hour), 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(recs) != 1 {
+			t.Fatalf("live canaries after restarts: got %d, want 1", len(recs))
+		}
+	})
+}
