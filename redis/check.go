@@ -1,0 +1,80 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// checkDurable reads the persistence settings of one primary and describes
+// each one that lets a crash (or memory pressure) lose acknowledged claims,
+// with what it loses and what to set instead. It returns nil for a durable
+// server: appendonly yes, appendfsync always, and no eviction.
+func checkDurable(ctx context.Context, c *goredis.Client) []string {
+	addr := c.Options().Addr
+	get := func(name string) (string, error) {
+		m, err := c.ConfigGet(ctx, name).Result()
+		if err != nil {
+			return "", err
+		}
+		v, ok := m[name]
+		if !ok {
+			return "", fmt.Errorf("no setting %q", name)
+		}
+		return v, nil
+	}
+	var problems []string
+	say := func(format string, args ...any) {
+		problems = append(problems, addr+": "+fmt.Sprintf(format, args...))
+	}
+	aof, err := get("appendonly")
+	if err != nil {
+		say("cannot read its persistence settings (CONFIG GET appendonly: %v), so nothing shows that acknowledged claims survive a crash; "+
+			"run Redis with appendonly yes and appendfsync always, and allow CONFIG GET to the store's user", err)
+		return problems
+	}
+	fsync, err := get("appendfsync")
+	if err != nil {
+		say("cannot read appendfsync (CONFIG GET: %v); set appendfsync always and allow CONFIG GET", err)
+		return problems
+	}
+	switch {
+	case aof != "yes":
+		save, _ := get("save")
+		if strings.TrimSpace(save) == "" {
+			save = "none"
+		}
+		say("appendonly is %q (RDB snapshots: %s), so a crash loses every claim since the last snapshot, all of them without snapshots; "+
+			"set appendonly yes and appendfsync always", aof, save)
+	case fsync == "everysec":
+		say("appendfsync is everysec, so a crash can lose the claims acknowledged in the last one to two seconds; set appendfsync always")
+	case fsync != "always":
+		say("appendfsync is %q, so a power loss or kernel crash can lose the claims acknowledged in the last 30 seconds or so "+
+			"(whatever the kernel had not written); set appendfsync always", fsync)
+	}
+	policy, err1 := get("maxmemory-policy")
+	maxmem, err2 := get("maxmemory")
+	if err := errors.Join(err1, err2); err != nil {
+		say("cannot read its eviction settings (CONFIG GET: %v); set maxmemory-policy noeviction and allow CONFIG GET", err)
+	} else if policy != "noeviction" && maxmem != "0" {
+		say("maxmemory-policy is %s with maxmemory %s bytes, so Redis evicts records when memory runs short and forgets spent keys; "+
+			"set maxmemory-policy noeviction (a full server then refuses claims instead)", policy, maxmem)
+	}
+	return problems
+}
+
+// checkNotCluster refuses a cluster node opened as a single server: most
+// keys would answer MOVED.
+func checkNotCluster(ctx context.Context, c *goredis.Client) error {
+	info, err := c.Info(ctx, "cluster").Result()
+	if err != nil {
+		return nil // INFO may be disabled; a cluster node then fails on the first MOVED
+	}
+	if strings.Contains(info, "cluster_enabled:1") {
+		return fmt.Errorf("%s is a Redis Cluster node: use a redis-cluster:// DSN (Options.Cluster)", c.Options().Addr)
+	}
+	return nil
+}

@@ -1,0 +1,222 @@
+package redis
+
+import (
+	"crypto/sha1"
+	"encoding/hex"
+)
+
+// The Lua scripts, one per operation, each run atomically by Redis on the
+// keys of one hash tag. Instants arrive as (Unix second, nanosecond) pairs
+// and are compared as pairs: a Lua number is a double, exact for each half but
+// not for Unix nanoseconds. Record fields are read at the offsets of
+// codec.go (Lua strings count from 1: offset k is position k+1).
+//
+// Replies: claim returns 1 when it wrote the record, else the live record;
+// complete and release return a status (0 done, 1 not found, 2 not pending,
+// 3 seq mismatch), complete with the record after it.
+
+// luaPrelude is shared by every script that judges time or reads records.
+const luaPrelude = `
+local function before(as, an, bs, bn)
+  return as < bs or (as == bs and an < bn)
+end
+local function check(v)
+  if string.byte(v, 1) ~= 1 then
+    return redis.error_reply('spent: unknown record format ' .. string.byte(v, 1))
+  end
+end
+`
+
+// claimLua: KEYS record, pending index, expiry index; ARGV record, now sec,
+// now nsec, retake ("1" or "0"), expires_at ms (rounded up), lease_until ms,
+// index member.
+const claimLua = luaPrelude + `
+local old = redis.call('GET', KEYS[1])
+local oldPending = false
+if old then
+  local bad = check(old)
+  if bad then return bad end
+  local st = string.byte(old, 2)
+  local es, en, ls, ln = struct.unpack('>i8I4i8I4', old, 3)
+  local ns, nn = tonumber(ARGV[2]), tonumber(ARGV[3])
+  if before(ns, nn, es, en) and not (ARGV[4] == '1' and st == 1 and not before(ns, nn, ls, ln)) then
+    return old
+  end
+  oldPending = st == 1
+end
+redis.call('SET', KEYS[1], ARGV[1], 'PXAT', ARGV[5])
+if string.byte(ARGV[1], 2) == 1 then
+  redis.call('ZADD', KEYS[2], ARGV[6], ARGV[7])
+  redis.call('ZADD', KEYS[3], ARGV[5], ARGV[7])
+elseif oldPending then
+  redis.call('ZREM', KEYS[2], ARGV[7])
+  redis.call('ZREM', KEYS[3], ARGV[7])
+end
+return 1
+`
+
+// completeLua: KEYS record, pending index, expiry index; ARGV seq, result,
+// now sec, now nsec, index member, the stored zero time.
+const completeLua = luaPrelude + `
+local v = redis.call('GET', KEYS[1])
+if not v then return {1} end
+local bad = check(v)
+if bad then return bad end
+local es, en = struct.unpack('>i8I4', v, 3)
+if not before(tonumber(ARGV[3]), tonumber(ARGV[4]), es, en) then return {1} end
+local nl, rl, pl, fl = struct.unpack('>BI2I2B', v, 51)
+local roff = 58 + nl + rl + pl + fl
+local seq = string.sub(v, 27, 38)
+if string.byte(v, 2) ~= 1 then
+  if seq == ARGV[1] and string.sub(v, roff) == ARGV[2] then return {0, v} end
+  return {2}
+end
+if seq ~= ARGV[1] then return {3} end
+local flags = string.char(bit.bor(string.byte(v, 57), 1))
+local nv = string.sub(v, 1, 1) .. '\2' .. string.sub(v, 3, 14) .. ARGV[6] ..
+  string.sub(v, 27, 56) .. flags .. string.sub(v, 58, roff - 1) .. ARGV[2]
+redis.call('SET', KEYS[1], nv, 'KEEPTTL')
+redis.call('ZREM', KEYS[2], ARGV[5])
+redis.call('ZREM', KEYS[3], ARGV[5])
+return {0, nv}
+`
+
+// releaseLua: KEYS record, pending index, expiry index; ARGV seq, now sec,
+// now nsec, index member.
+const releaseLua = luaPrelude + `
+local v = redis.call('GET', KEYS[1])
+if not v then return 1 end
+local bad = check(v)
+if bad then return bad end
+local es, en = struct.unpack('>i8I4', v, 3)
+if not before(tonumber(ARGV[2]), tonumber(ARGV[3]), es, en) then return 1 end
+if string.byte(v, 2) ~= 1 then return 2 end
+if string.sub(v, 27, 38) ~= ARGV[1] then return 3 end
+redis.call('DEL', KEYS[1])
+redis.call('ZREM', KEYS[2], ARGV[4])
+redis.call('ZREM', KEYS[3], ARGV[4])
+return 0
+`
+
+// countLua: KEYS counter; ARGV limit, expires_at sec, expires_at nsec,
+// expires_at ms (rounded up), now sec, now nsec. Returns {added, value,
+// expires sec, expires nsec}. The stored value is the int64 count, then the
+// expiry as (int64 second, uint32 nanosecond), big-endian.
+const countLua = luaPrelude + `
+local v = redis.call('GET', KEYS[1])
+local val, es, en = 0, tonumber(ARGV[2]), tonumber(ARGV[3])
+local live = false
+if v then
+  if #v ~= 20 then return redis.error_reply('spent: counter of ' .. #v .. ' bytes') end
+  local cv, ces, cen = struct.unpack('>i8i8I4', v)
+  if before(tonumber(ARGV[5]), tonumber(ARGV[6]), ces, cen) then
+    val, es, en, live = cv, ces, cen, true
+  end
+end
+if val >= tonumber(ARGV[1]) then return {0, val, es, en} end
+val = val + 1
+if live then
+  redis.call('SET', KEYS[1], struct.pack('>i8i8I4', val, es, en), 'KEEPTTL')
+else
+  redis.call('SET', KEYS[1], struct.pack('>i8i8I4', val, es, en), 'PXAT', ARGV[4])
+end
+return {1, val, es, en}
+`
+
+// reserveLua: KEYS seq counter of a node; ARGV n. Returns the last counter
+// of the block.
+const reserveLua = `return redis.call('INCRBY', KEYS[1], ARGV[1])`
+
+// pendingLua lists the pending records of one tag: KEYS pending index,
+// expiry index; ARGV record key prefix, lease_until bound in ms (rounded
+// down), bound sec, bound nsec, namespace ("" for all), limit. It walks the
+// index in lease order and returns {member, record, ...}: the first limit
+// matches and every further match with the same score as the last, so that
+// the caller, sorting by the exact lease and seq, finds the true first
+// limit. Index entries of records that are gone or complete are removed.
+const pendingLua = luaPrelude + `
+local bs, bn = tonumber(ARGV[3]), tonumber(ARGV[4])
+local limit = tonumber(ARGV[6])
+local out, n, last, off = {}, 0, nil, 0
+while true do
+  local page = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[2], 'WITHSCORES', 'LIMIT', off, 256)
+  if #page == 0 then return out end
+  local removed = 0
+  for i = 1, #page, 2 do
+    local m, sc = page[i], page[i + 1]
+    if n >= limit and sc ~= last then return out end
+    local v = redis.call('GET', ARGV[1] .. m)
+    if not v or string.byte(v, 2) ~= 1 then
+      redis.call('ZREM', KEYS[1], m)
+      redis.call('ZREM', KEYS[2], m)
+      removed = removed + 1
+    else
+      local bad = check(v)
+      if bad then return bad end
+      local es, en, ls, ln = struct.unpack('>i8I4i8I4', v, 3)
+      if before(bs, bn, es, en) and not before(bs, bn, ls, ln) and
+          (ARGV[5] == '' or string.sub(v, 58, 57 + string.byte(v, 51)) == ARGV[5]) then
+        out[#out + 1] = m
+        out[#out + 1] = v
+        n = n + 1
+        last = sc
+      end
+    end
+  end
+  off = off + #page / 2 - removed
+end
+`
+
+// trimLua trims the indexes of one tag: KEYS expiry index, pending index;
+// ARGV record key prefix, limit. It removes up to limit entries whose
+// expiry passed on the server's clock and whose record the engine has
+// forgotten (or that is no longer pending), and returns how many.
+const trimLua = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local ms = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. string.format('%d', now), 'LIMIT', 0, ARGV[2])
+local n = 0
+for _, m in ipairs(ms) do
+  local v = redis.call('GET', ARGV[1] .. m)
+  if not v or string.byte(v, 2) ~= 1 then
+    redis.call('ZREM', KEYS[1], m)
+    redis.call('ZREM', KEYS[2], m)
+    n = n + 1
+  end
+end
+return n
+`
+
+// formatLua: KEYS format key; ARGV layout. Writes the layout version into
+// a new keyspace and returns the version found.
+const formatLua = `
+local v = redis.call('GET', KEYS[1])
+if v then return v end
+redis.call('SET', KEYS[1], ARGV[1])
+return ARGV[1]
+`
+
+// script is a Lua script and its SHA-1, for EVALSHA.
+type script struct {
+	name string
+	src  string
+	sha  string
+}
+
+func newScript(name, src string) *script {
+	sum := sha1.Sum([]byte(src))
+	return &script{name: name, src: src, sha: hex.EncodeToString(sum[:])}
+}
+
+var (
+	scriptClaim    = newScript("claim", claimLua)
+	scriptComplete = newScript("complete", completeLua)
+	scriptRelease  = newScript("release", releaseLua)
+	scriptCount    = newScript("count", countLua)
+	scriptReserve  = newScript("reserve", reserveLua)
+	scriptPending  = newScript("pending", pendingLua)
+	scriptTrim     = newScript("trim", trimLua)
+	scriptFormat   = newScript("format", formatLua)
+
+	allScripts = []*script{scriptClaim, scriptComplete, scriptRelease, scriptCount, scriptReserve, scriptPending, scriptTrim, scriptFormat}
+)

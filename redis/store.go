@@ -1,0 +1,527 @@
+package redis
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/spentledger/spent"
+)
+
+// Store is a spent.Store kept in Redis: a single server or a Redis Cluster.
+// Open it with [Open]; it is safe for concurrent use, and several processes
+// (several spent servers) may share one server or cluster.
+type Store struct {
+	opts    Options
+	log     *slog.Logger
+	ks      *keyspace
+	uc      goredis.UniversalClient // single or cluster
+	single  *goredis.Client         // nil in cluster mode
+	cluster *goredis.ClusterClient  // nil in single mode
+
+	closed    atomic.Bool
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var _ spent.Store = (*Store)(nil)
+
+// Errors of the store. Every other failure is a connection or server error,
+// wrapped; all leave the outcome of a write unknown.
+var (
+	// ErrNotDurable is returned by Open when a server does not promise to
+	// keep acknowledged writes and Options.AllowNonDurable is false. The
+	// message says which setting to change.
+	ErrNotDurable = errors.New("redis: server is not durable")
+	// ErrNotReplicated is returned by a write when Options.WaitReplicas is
+	// set and fewer replicas acknowledged it within WaitTimeout. The write
+	// is on the primary; whether it survives a failover is unknown.
+	ErrNotReplicated = errors.New("redis: write not acknowledged by enough replicas")
+)
+
+// maxLimit bounds the counters of Count and the blocks of ReserveSeq: the
+// scripts count in doubles, exact below 2^53, and INCRBY in int64.
+const (
+	maxCountLimit = 1 << 53
+	maxSeqBlock   = 1 << 62
+)
+
+// Open connects to the server or cluster of opts, checks that every primary
+// is durable (appendonly yes, appendfsync always, and no eviction), loads the
+// scripts, and checks the key layout under the prefix. A server that is not
+// durable is refused with ErrNotDurable unless opts.AllowNonDurable is set,
+// when Open logs what a crash can lose and goes on. Settings changed on the
+// server after Open are not seen.
+func Open(ctx context.Context, opts Options) (*Store, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Store{opts: opts, log: opts.Logger, ks: newKeyspace(opts.Prefix)}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if opts.Cluster {
+		s.cluster = goredis.NewClusterClient(&goredis.ClusterOptions{
+			Addrs:                 opts.Addrs,
+			Username:              opts.Username,
+			Password:              opts.Password,
+			TLSConfig:             opts.TLS,
+			PoolSize:              opts.PoolSize,
+			DialTimeout:           opts.DialTimeout,
+			ReadTimeout:           opts.ReadTimeout,
+			WriteTimeout:          opts.WriteTimeout,
+			ContextTimeoutEnabled: true,
+			DisableIdentity:       true,
+		})
+		s.uc = s.cluster
+	} else {
+		s.single = goredis.NewClient(&goredis.Options{
+			Addr:                  opts.Addrs[0],
+			DB:                    opts.DB,
+			Username:              opts.Username,
+			Password:              opts.Password,
+			TLSConfig:             opts.TLS,
+			PoolSize:              opts.PoolSize,
+			DialTimeout:           opts.DialTimeout,
+			ReadTimeout:           opts.ReadTimeout,
+			WriteTimeout:          opts.WriteTimeout,
+			ContextTimeoutEnabled: true,
+			DisableIdentity:       true,
+		})
+		s.uc = s.single
+	}
+	if err := s.init(ctx); err != nil {
+		s.uc.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// init checks the primaries, loads the scripts and checks the layout.
+func (s *Store) init(ctx context.Context) error {
+	nodes, err := s.primaries(ctx)
+	if err != nil {
+		return fmt.Errorf("redis: open: %w", err)
+	}
+	var problems []string
+	for _, n := range nodes {
+		if !s.opts.Cluster {
+			if err := checkNotCluster(ctx, n); err != nil {
+				return fmt.Errorf("redis: open: %w", err)
+			}
+		}
+		problems = append(problems, checkDurable(ctx, n)...)
+	}
+	if len(problems) > 0 {
+		if !s.opts.AllowNonDurable {
+			return fmt.Errorf("%w: %s (or allow it knowingly: AllowNonDurable, allow_non_durable=true, --allow-non-durable)",
+				ErrNotDurable, strings.Join(problems, "; "))
+		}
+		for _, p := range problems {
+			s.log.Warn("redis store runs on a server that is not durable (allowed): "+p, "store", "redis")
+		}
+	}
+	for _, n := range nodes {
+		for _, sc := range allScripts {
+			if err := n.ScriptLoad(ctx, sc.src).Err(); err != nil {
+				return fmt.Errorf("redis: open: loading script %s on %s: %w", sc.name, n.Options().Addr, err)
+			}
+		}
+	}
+	c := s.call(s.ks.format, scriptFormat, []string{s.ks.format}, layout)
+	if err := s.exec(ctx, []*call{c}, true); err != nil {
+		return fmt.Errorf("redis: open: %w", err)
+	}
+	if v, _ := c.cmd.Val().(string); v != layout {
+		return fmt.Errorf("%w: key layout %q under prefix %q, want %q", ErrCorrupt, v, s.opts.Prefix, layout)
+	}
+	return nil
+}
+
+// primaries returns a client per primary: the server, or every primary of
+// the cluster.
+func (s *Store) primaries(ctx context.Context) ([]*goredis.Client, error) {
+	if s.single != nil {
+		return []*goredis.Client{s.single}, s.single.Ping(ctx).Err()
+	}
+	var mu sync.Mutex
+	var out []*goredis.Client
+	err := s.cluster.ForEachMaster(ctx, func(ctx context.Context, c *goredis.Client) error {
+		if err := c.Ping(ctx).Err(); err != nil {
+			return fmt.Errorf("%s: %w", c.Options().Addr, err)
+		}
+		mu.Lock()
+		out = append(out, c)
+		mu.Unlock()
+		return nil
+	})
+	if err == nil && len(out) == 0 {
+		err = errors.New("cluster has no primaries")
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Options().Addr < out[j].Options().Addr })
+	return out, err
+}
+
+// Close closes the connections. Calls after Close fail with
+// spent.ErrClosed; calls in flight finish or fail with it.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.closed.Store(true)
+		s.closeErr = s.uc.Close()
+		if s.closeErr != nil {
+			s.closeErr = fmt.Errorf("redis: close: %w", s.closeErr)
+		}
+	})
+	return s.closeErr
+}
+
+// fail wraps a failure of operation op, mapping a closed client to
+// spent.ErrClosed.
+func (s *Store) fail(op string, err error) error {
+	if errors.Is(err, goredis.ErrClosed) || (s.closed.Load() && !errors.Is(err, spent.ErrClosed)) {
+		err = spent.ErrClosed
+	}
+	return fmt.Errorf("redis: %s: %w", op, err)
+}
+
+// enter fails when the store is closed.
+func (s *Store) enter(op string) error {
+	if s.closed.Load() {
+		return fmt.Errorf("redis: %s: %w", op, spent.ErrClosed)
+	}
+	return nil
+}
+
+// timeArgs returns t as the (second, nanosecond) pair the scripts compare.
+func timeArgs(t time.Time) (int64, int64) { return t.Unix(), int64(t.Nanosecond()) }
+
+// claimCall builds the script call of op, which must be valid.
+func (s *Store) claimCall(op *spent.ClaimOp) (*call, error) {
+	r := &op.Record
+	if err := r.Validate(); err != nil {
+		return nil, err
+	}
+	if err := checkEncodable(r); err != nil {
+		return nil, err
+	}
+	m := member(&r.Key)
+	key := s.ks.recordKey(&r.Key, m)
+	sec, nsec := timeArgs(op.Now)
+	retake := "0"
+	if op.Retake {
+		retake = "1"
+	}
+	var lease int64
+	if r.State == spent.StatePending {
+		lease = r.LeaseUntil.UnixMilli()
+	}
+	return s.call(key, scriptClaim, []string{key, s.ks.pending[r.Key[0]], s.ks.expiry[r.Key[0]]},
+		encodeRecord(r), sec, nsec, retake, ceilMilli(r.ExpiresAt), lease, m), nil
+}
+
+// claimResult turns the reply of a claim script into the result of op.
+func claimResult(op *spent.ClaimOp, c *call) (spent.ClaimResult, error) {
+	switch v := c.cmd.Val().(type) {
+	case int64:
+		if v == 1 {
+			return spent.ClaimResult{Inserted: true, Record: op.Record}, nil
+		}
+	case string:
+		r, err := decodeRecord(op.Record.Key, []byte(v))
+		if err != nil {
+			return spent.ClaimResult{}, err
+		}
+		// A record carrying op's own seq was written by op: the script ran
+		// twice (a resend after a lost reply), and the first run inserted.
+		return spent.ClaimResult{Inserted: r.Seq == op.Record.Seq, Record: r}, nil
+	}
+	return spent.ClaimResult{}, fmt.Errorf("%w: claim script answered %T %v", ErrCorrupt, c.cmd.Val(), c.cmd.Val())
+}
+
+// Claim implements [spent.Store] with one script run: read the key, judge
+// it by op.Now, and write the record with its expiry (PXAT) if it is free.
+// The answer comes after the server has written it to its append-only file
+// (with appendfsync always, before any reply of the same event loop), and,
+// with Options.WaitReplicas, after the replicas acknowledged it.
+func (s *Store) Claim(ctx context.Context, op spent.ClaimOp) (spent.ClaimResult, error) {
+	if err := s.enter("claim"); err != nil {
+		return spent.ClaimResult{}, err
+	}
+	c, err := s.claimCall(&op)
+	if err != nil {
+		return spent.ClaimResult{}, fmt.Errorf("redis: claim: %w", err)
+	}
+	if err := s.exec(ctx, []*call{c}, true); err != nil {
+		return spent.ClaimResult{}, s.fail("claim", err)
+	}
+	res, err := claimResult(&op, c)
+	if err != nil {
+		return spent.ClaimResult{}, s.fail("claim", err)
+	}
+	return res, nil
+}
+
+// ClaimBatch implements [spent.Store]: one script run per op, all sent in
+// one pipeline (in a cluster, one pipeline per primary, in parallel). Ops on
+// one key go to one server in order, so each sees the earlier ones. A
+// malformed op rejects the batch before anything is sent. An error from any
+// op fails the batch, leaving the outcome of every op unknown.
+func (s *Store) ClaimBatch(ctx context.Context, ops []spent.ClaimOp) ([]spent.ClaimResult, error) {
+	if err := s.enter("claim batch"); err != nil {
+		return nil, err
+	}
+	if len(ops) == 0 {
+		return []spent.ClaimResult{}, nil
+	}
+	calls := make([]*call, len(ops))
+	for i := range ops {
+		c, err := s.claimCall(&ops[i])
+		if err != nil {
+			return nil, fmt.Errorf("redis: claim batch: op %d: %w", i, err)
+		}
+		calls[i] = c
+	}
+	if err := s.exec(ctx, calls, true); err != nil {
+		return nil, s.fail("claim batch", err)
+	}
+	out := make([]spent.ClaimResult, len(ops))
+	for i := range ops {
+		r, err := claimResult(&ops[i], calls[i])
+		if err != nil {
+			return nil, s.fail("claim batch", fmt.Errorf("op %d: %w", i, err))
+		}
+		out[i] = r
+	}
+	return out, nil
+}
+
+// status maps the status code of complete and release to an error.
+func status(code int64) error {
+	switch code {
+	case 0:
+		return nil
+	case 1:
+		return spent.ErrNotFound
+	case 2:
+		return spent.ErrNotPending
+	case 3:
+		return spent.ErrSeqMismatch
+	}
+	return fmt.Errorf("%w: status %d", ErrCorrupt, code)
+}
+
+// Complete implements [spent.Store] with one script run.
+func (s *Store) Complete(ctx context.Context, key spent.Hash, seq spent.Seq, result []byte, now time.Time) (spent.Record, error) {
+	if err := s.enter("complete"); err != nil {
+		return spent.Record{}, err
+	}
+	if result == nil {
+		result = []byte{}
+	}
+	m := member(&key)
+	rk := s.ks.recordKey(&key, m)
+	sec, nsec := timeArgs(now)
+	c := s.call(rk, scriptComplete, []string{rk, s.ks.pending[key[0]], s.ks.expiry[key[0]]},
+		seqBytes(seq), result, sec, nsec, m, zeroLease)
+	if err := s.exec(ctx, []*call{c}, true); err != nil {
+		return spent.Record{}, s.fail("complete", err)
+	}
+	reply, _ := c.cmd.Val().([]any)
+	if len(reply) == 0 {
+		return spent.Record{}, s.fail("complete", fmt.Errorf("%w: complete script answered %v", ErrCorrupt, c.cmd.Val()))
+	}
+	code, _ := reply[0].(int64)
+	if err := status(code); err != nil {
+		return spent.Record{}, fmt.Errorf("redis: complete: %w", err)
+	}
+	v, ok := reply[1].(string)
+	if len(reply) != 2 || !ok {
+		return spent.Record{}, s.fail("complete", fmt.Errorf("%w: complete script answered %v", ErrCorrupt, reply))
+	}
+	r, err := decodeRecord(key, []byte(v))
+	if err != nil {
+		return spent.Record{}, s.fail("complete", err)
+	}
+	return r, nil
+}
+
+// Release implements [spent.Store] with one script run.
+func (s *Store) Release(ctx context.Context, key spent.Hash, seq spent.Seq, now time.Time) error {
+	if err := s.enter("release"); err != nil {
+		return err
+	}
+	m := member(&key)
+	rk := s.ks.recordKey(&key, m)
+	sec, nsec := timeArgs(now)
+	c := s.call(rk, scriptRelease, []string{rk, s.ks.pending[key[0]], s.ks.expiry[key[0]]},
+		seqBytes(seq), sec, nsec, m)
+	if err := s.exec(ctx, []*call{c}, true); err != nil {
+		return s.fail("release", err)
+	}
+	code, ok := c.cmd.Val().(int64)
+	if !ok {
+		return s.fail("release", fmt.Errorf("%w: release script answered %v", ErrCorrupt, c.cmd.Val()))
+	}
+	if err := status(code); err != nil {
+		return fmt.Errorf("redis: release: %w", err)
+	}
+	return nil
+}
+
+// Get implements [spent.Store] with one GET, judged by now. A server with
+// appendfsync always sends no reply before the writes it has applied are in
+// its append-only file, so a record read is a durable record.
+func (s *Store) Get(ctx context.Context, key spent.Hash, now time.Time) (spent.Record, error) {
+	if err := s.enter("get"); err != nil {
+		return spent.Record{}, err
+	}
+	v, err := s.uc.Get(ctx, s.ks.recordKey(&key, member(&key))).Bytes()
+	if errors.Is(err, goredis.Nil) {
+		return spent.Record{}, fmt.Errorf("redis: get: %w", spent.ErrNotFound)
+	}
+	if err != nil {
+		return spent.Record{}, s.fail("get", err)
+	}
+	r, err := decodeRecord(key, v)
+	if err != nil {
+		return spent.Record{}, s.fail("get", err)
+	}
+	if !r.LiveAt(now) {
+		return spent.Record{}, fmt.Errorf("redis: get: %w", spent.ErrNotFound)
+	}
+	return r, nil
+}
+
+// ListPending implements [spent.Store]. It runs one script per hash tag (256,
+// pipelined; in a cluster, per primary in parallel), each walking its tag's
+// pending index in lease order from the oldest lease, and merges them. The
+// cost grows with the pending records whose lease ran out by leaseBefore
+// (other namespaces' included), not with the records held. Index entries of
+// records the engine has forgotten are removed on the way.
+func (s *Store) ListPending(ctx context.Context, namespace string, leaseBefore time.Time, limit int) ([]spent.Record, error) {
+	if err := s.enter("list pending"); err != nil {
+		return nil, err
+	}
+	if limit <= 0 {
+		return nil, nil
+	}
+	sec, nsec := timeArgs(leaseBefore)
+	bound := leaseBefore.UnixMilli()
+	calls := make([]*call, numTags)
+	for i := range calls {
+		calls[i] = s.call(s.ks.pending[i], scriptPending, []string{s.ks.pending[i], s.ks.expiry[i]},
+			s.ks.record[i], bound, sec, nsec, namespace, limit)
+	}
+	if err := s.exec(ctx, calls, false); err != nil {
+		return nil, s.fail("list pending", err)
+	}
+	var out []spent.Record
+	for _, c := range calls {
+		reply, _ := c.cmd.Val().([]any)
+		for j := 0; j+1 < len(reply); j += 2 {
+			m, _ := reply[j].(string)
+			v, _ := reply[j+1].(string)
+			var h spent.Hash
+			if n, err := hex.Decode(h[:], []byte(m)); err != nil || n != len(h) {
+				return nil, s.fail("list pending", fmt.Errorf("%w: pending index member %q", ErrCorrupt, m))
+			}
+			r, err := decodeRecord(h, []byte(v))
+			if err != nil {
+				return nil, s.fail("list pending", err)
+			}
+			out = append(out, r)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].LeaseUntil.Equal(out[j].LeaseUntil) {
+			return out[i].LeaseUntil.Before(out[j].LeaseUntil)
+		}
+		return out[i].Seq.Less(out[j].Seq)
+	})
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+// DeleteExpired implements [spent.Store] for an engine that forgets by
+// itself: each record and counter is written with PXAT at its expiry
+// (rounded up to the millisecond), so Redis removes it then, on its own
+// clock, and DeleteExpired has no records to remove: it returns 0. It does
+// trim, by up to limit entries per hash tag, the pending index entries of
+// records that Redis has forgotten; call it now and then (spent serve's
+// sweeper does), or those entries accumulate. now is not used: which
+// records are gone is for the engine's clock to say.
+func (s *Store) DeleteExpired(ctx context.Context, now time.Time, limit int) (int, error) {
+	if err := s.enter("delete expired"); err != nil {
+		return 0, err
+	}
+	if limit <= 0 {
+		return 0, nil
+	}
+	calls := make([]*call, numTags)
+	for i := range calls {
+		calls[i] = s.call(s.ks.expiry[i], scriptTrim, []string{s.ks.expiry[i], s.ks.pending[i]}, s.ks.record[i], limit)
+	}
+	if err := s.exec(ctx, calls, false); err != nil {
+		return 0, s.fail("delete expired", err)
+	}
+	return 0, nil
+}
+
+// ReserveSeq implements [spent.Store] with INCRBY on the node's counter key.
+func (s *Store) ReserveSeq(ctx context.Context, node uint32, n uint64) (uint64, error) {
+	if err := s.enter("reserve seq"); err != nil {
+		return 0, err
+	}
+	if n == 0 || n > maxSeqBlock {
+		return 0, fmt.Errorf("redis: reserve seq: block of %d: must be 1 to %d", n, uint64(maxSeqBlock))
+	}
+	key := s.ks.seqKey(node)
+	c := s.call(key, scriptReserve, []string{key}, n)
+	if err := s.exec(ctx, []*call{c}, true); err != nil {
+		return 0, s.fail("reserve seq", err)
+	}
+	last, ok := c.cmd.Val().(int64)
+	if !ok || last < int64(n) {
+		return 0, s.fail("reserve seq", fmt.Errorf("%w: seq counter %v after adding %d", ErrCorrupt, c.cmd.Val(), n))
+	}
+	return uint64(last) - n + 1, nil
+}
+
+// Count implements [spent.Store] with one script run. Limits above 2^53 are
+// treated as 2^53 (the scripts count in doubles). Redis forgets a counter at
+// its ExpiresAt (PXAT).
+func (s *Store) Count(ctx context.Context, op spent.CountOp) (spent.CountResult, error) {
+	if err := s.enter("count"); err != nil {
+		return spent.CountResult{}, err
+	}
+	limit := min(op.Limit, maxCountLimit)
+	key := s.ks.counterKey(&op.Key)
+	esec, ensec := timeArgs(op.ExpiresAt)
+	sec, nsec := timeArgs(op.Now)
+	c := s.call(key, scriptCount, []string{key}, limit, esec, ensec, ceilMilli(op.ExpiresAt), sec, nsec)
+	if err := s.exec(ctx, []*call{c}, true); err != nil {
+		return spent.CountResult{}, s.fail("count", err)
+	}
+	reply, _ := c.cmd.Val().([]any)
+	var v [4]int64
+	for i := range v {
+		if len(reply) != len(v) {
+			break
+		}
+		v[i], _ = reply[i].(int64)
+	}
+	if len(reply) != len(v) || v[1] < 0 || v[3] < 0 || v[3] >= 1e9 {
+		return spent.CountResult{}, s.fail("count", fmt.Errorf("%w: count script answered %v", ErrCorrupt, c.cmd.Val()))
+	}
+	return spent.CountResult{Added: v[0] == 1, Value: uint64(v[1]), ExpiresAt: makeTime(v[2], v[3])}, nil
+}
