@@ -1,0 +1,88 @@
+// Package postgres is a [spent.Store] kept in PostgreSQL (through
+// github.com/jackc/pgx/v5), for several spent servers that share one
+// ledger on a database they already run.
+//
+// In the common case, parse the DSN with [ParseURL], [Open] the store, hand
+// it to [spent.NewLedger], and Close it when the process stops:
+//
+//	opts, err := postgres.ParseURL("postgres://spent@db.internal/ledger?sslmode=verify-full")
+//	if err != nil { ... }
+//	store, err := postgres.Open(ctx, opts)
+//	if err != nil { ... }
+//	defer store.Close()
+//	ledger, err := spent.NewLedger(ctx, store, cfg)
+//
+// # How it works
+//
+// Open checks the server's durability settings on every connection it
+// makes, then creates or migrates its schema ([Options.Schema], default
+// "spent") from migrations embedded in the binary, in one transaction under
+// an advisory lock, so that servers starting at once take turns.
+//
+// A claim is one statement: INSERT ... ON CONFLICT (key) DO UPDATE ... WHERE
+// the old row has expired, or is pending with its lease run out and the
+// claim may retake it. The primary key settles a race: of concurrent
+// claims of one key, one inserts, and the others wait for its commit and
+// then find its row. The same statement returns either the row it wrote or
+// the live row as its snapshot saw it; only when the winner of a race
+// committed after that snapshot was taken does the claim read the row again
+// in a second statement. Complete, Release, Count and ReserveSeq are one
+// statement each, in the same way.
+//
+// ClaimBatch sends its claims in one pipeline that ends in a single Sync:
+// one round trip and one implicit transaction, so one commit (one WAL flush)
+// for the whole batch, in which every claim sees the earlier ones. Claims run
+// in key order, so concurrent batches lock rows in the same order.
+//
+// Times are stored as int8 nanoseconds since the Unix epoch (timestamptz
+// holds microseconds only), so the expiry boundary is exact to the
+// nanosecond; the store accepts times from 1678 to 2262. Expired rows stay
+// until [Store.DeleteExpired] removes them, in bounded batches that walk an
+// index on expires_at; every read treats a row with expires_at <= now as
+// absent. Pending records are listed through a partial index in lease
+// order.
+//
+// # Guarantees
+//
+//   - Durable before reply: every write returns after its commit, and Open
+//     refuses a server whose commits may be lost (synchronous_commit=off,
+//     fsync=off) unless [Options.AllowNonDurable] is set. The values on,
+//     local, remote_write and remote_apply all flush the WAL locally before a
+//     commit is acknowledged. A read sees only committed rows, and a commit
+//     becomes visible to other sessions only after it is flushed, so a read
+//     never reports what a crash could take back.
+//   - Atomic first claim, across any number of spent servers sharing the
+//     schema: the unique index decides.
+//   - Fail closed: any error is returned as an error (the ledger answers
+//     "unavailable"), never as a fresh claim.
+//   - Serialization failures (SQLSTATE 40001) and deadlocks (40P01) are
+//     retried, up to [Options.MaxRetries] times with jittered backoff; they
+//     roll the whole statement (or batch) back. SQLSTATE 40003 (statement
+//     completion unknown) is returned as [ErrOutcomeUnknown]: the write may
+//     have happened, and the ledger reads the key back. This is what
+//     CockroachDB and YugabyteDB, which speak this SQL, need to run the
+//     store; neither has been tested here.
+//   - Crash of the server: with the settings above, every acknowledged
+//     claim survives pg_ctl stop -m immediate (tested) and a power loss
+//     (fsync on).
+//
+// # Caveats
+//
+//   - Failover: with a synchronous standby (synchronous_standby_names set,
+//     synchronous_commit on or remote_apply) a promoted standby holds every
+//     acknowledged claim. With only asynchronous standbys, a failover can
+//     lose acknowledged claims; Open logs this when no synchronous standby is
+//     configured. If a session waiting for its standby is cancelled, the
+//     commit is already durable on the primary and becomes visible there
+//     without the standby (PostgreSQL warns about this); the claim's caller
+//     gets an error, not an answer.
+//   - One primary: throughput is bounded by one server's WAL flushes; see
+//     BENCHMARKS.md for figures and the commands that produced them.
+//   - A connection that dies mid-statement leaves the outcome unknown; the
+//     store returns the error, and the ledger reads the key back.
+//   - The durability check reads the settings of each new session, at
+//     connect time; a server reconfigured with a reload (fsync is reloadable)
+//     is only noticed by connections made after it.
+//   - Never restore the database from a backup or a snapshot that goes back
+//     in time: it would re-validate spent keys (invariant 7 of the design).
+package postgres

@@ -1,0 +1,157 @@
+package postgres
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io/fs"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+// migration is one embedded schema change, named NNNN_name.sql.
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+// migrations returns the embedded migrations in version order.
+func migrations() ([]migration, error) {
+	names, err := fs.Glob(migrationFiles, "migrations/*.sql")
+	if err != nil {
+		return nil, err
+	}
+	var out []migration
+	for _, n := range names {
+		base := path.Base(n)
+		num, _, ok := strings.Cut(base, "_")
+		v, err := strconv.Atoi(num)
+		if !ok || err != nil || v <= 0 {
+			return nil, fmt.Errorf("postgres: migration file %q: want NNNN_name.sql", base)
+		}
+		b, err := migrationFiles.ReadFile(n)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, migration{version: v, name: strings.TrimSuffix(base, ".sql"), sql: string(b)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].version < out[j].version })
+	for i := 1; i < len(out); i++ {
+		if out[i].version == out[i-1].version {
+			return nil, fmt.Errorf("postgres: two migrations with version %d", out[i].version)
+		}
+	}
+	return out, nil
+}
+
+// SchemaVersion is the newest schema version this package knows: the
+// version of its last embedded migration.
+func SchemaVersion() int {
+	ms, err := migrations()
+	if err != nil || len(ms) == 0 {
+		return 0
+	}
+	return ms[len(ms)-1].version
+}
+
+// lockClass is the first key of the advisory lock that serializes
+// migrations ("spnt"); the second is a checksum of the schema name, so that
+// stores in different schemas do not wait for each other.
+const lockClass = 0x73706e74
+
+// migrate brings the schema up to date: in one transaction, under an
+// advisory lock held until it ends (so that servers starting at once take
+// turns and the later ones find nothing to do), it creates the schema when
+// missing and applies each embedded migration not yet recorded in
+// schema_migrations. It refuses a schema that a newer version of this
+// package has migrated further.
+func (s *Store) migrate(ctx context.Context) error {
+	ms, err := migrations()
+	if err != nil {
+		return err
+	}
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1, $2)", int32(lockClass),
+		int32(crc32.ChecksumIEEE([]byte(s.opts.Schema)))); err != nil {
+		return fmt.Errorf("taking the migration lock: %w", err)
+	}
+	schema := pgx.Identifier{s.opts.Schema}.Sanitize()
+	var exists bool
+	if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = $1)",
+		s.opts.Schema).Scan(&exists); err != nil {
+		return err
+	}
+	if !exists {
+		// Only when missing: CREATE SCHEMA IF NOT EXISTS would still need the
+		// CREATE privilege on the database.
+		if _, err := tx.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+			return fmt.Errorf("creating schema %s: %w", schema, err)
+		}
+	}
+	if _, err := tx.Exec(ctx, "SET LOCAL search_path TO "+schema); err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version    integer     PRIMARY KEY,
+		name       text        NOT NULL,
+		applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+		return fmt.Errorf("creating schema_migrations: %w", err)
+	}
+	rows, err := tx.Query(ctx, "SELECT version FROM schema_migrations")
+	if err != nil {
+		return err
+	}
+	applied, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		return err
+	}
+	done := map[int]bool{}
+	newest := 0
+	for _, v := range applied {
+		done[int(v)] = true
+		newest = max(newest, int(v))
+	}
+	if known := ms[len(ms)-1].version; newest > known {
+		return fmt.Errorf("%w: schema %s is at version %d, this binary knows up to %d", ErrSchemaTooNew, schema, newest, known)
+	}
+	n := 0
+	for _, m := range ms {
+		if done[m.version] {
+			continue
+		}
+		// No arguments: pgx sends it with the simple protocol, which runs
+		// several statements.
+		if _, err := tx.Exec(ctx, m.sql); err != nil {
+			return fmt.Errorf("migration %s: %w", m.name, err)
+		}
+		if _, err := tx.Exec(ctx, "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", m.version, m.name); err != nil {
+			return fmt.Errorf("recording migration %s: %w", m.name, err)
+		}
+		n++
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return err
+	}
+	if n > 0 {
+		s.log.Info("postgres: schema migrated", "schema", s.opts.Schema, "applied", n, "version", ms[len(ms)-1].version)
+	}
+	return nil
+}
+
+// ErrSchemaTooNew is returned by Open when the schema was migrated by a
+// newer version of this package than the running one.
+var ErrSchemaTooNew = errors.New("postgres: schema is newer than this binary")

@@ -1,0 +1,126 @@
+package postgres
+
+import (
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// recordCols are the columns of a record, in the order scanRecord reads them.
+const recordCols = "key, namespace, raw_key, first_seen, place, fingerprint, state, result, expires_at, lease_until, seq_node, seq_counter"
+
+// queries are the statements of one store, with its schema's table names
+// filled in. Each is prepared once per connection (pgx's statement cache).
+type queries struct {
+	claim, get, getAny, complete, release             string
+	listPending, listPendingAll, deleteExpired        string
+	reserveSeq, count, getCounter, durabilitySettings string
+}
+
+func newQueries(schema string) queries {
+	t := func(name string) string { return pgx.Identifier{schema, name}.Sanitize() }
+	r := strings.NewReplacer("{records}", t("records"), "{counters}", t("counters"), "{seqs}", t("seqs"), "{cols}", recordCols)
+	return queries{
+		// The claim: one statement. The unique index on key settles a race:
+		// of concurrent inserts of one key, one wins and the others wait for
+		// it to commit, then take the ON CONFLICT path, which locks the
+		// winner's row and replaces it only if it is free at $13 (expired,
+		// or a pending record whose lease ran out, when $14 allows a
+		// retake). A written row comes back from ins. Otherwise the second
+		// branch returns the row as the statement's snapshot saw it; that
+		// snapshot predates the statement, so it can miss a row committed
+		// since (the winner of a race) or show an older version; Claim
+		// then reads the row again in a new statement (see Store.Claim).
+		claim: r.Replace(`WITH ins AS (
+	INSERT INTO {records} AS r ({cols})
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+	ON CONFLICT (key) DO UPDATE SET
+		namespace = EXCLUDED.namespace, raw_key = EXCLUDED.raw_key, first_seen = EXCLUDED.first_seen,
+		place = EXCLUDED.place, fingerprint = EXCLUDED.fingerprint, state = EXCLUDED.state,
+		result = EXCLUDED.result, expires_at = EXCLUDED.expires_at, lease_until = EXCLUDED.lease_until,
+		seq_node = EXCLUDED.seq_node, seq_counter = EXCLUDED.seq_counter
+	WHERE r.expires_at <= $13 OR ($14 AND r.state = 1 AND r.lease_until <= $13)
+	RETURNING {cols}
+)
+SELECT true, {cols} FROM ins
+UNION ALL
+SELECT false, {cols} FROM {records} WHERE key = $1 AND NOT EXISTS (SELECT 1 FROM ins)`),
+
+		get:    r.Replace(`SELECT {cols} FROM {records} WHERE key = $1 AND expires_at > $2`),
+		getAny: r.Replace(`SELECT {cols} FROM {records} WHERE key = $1`),
+
+		// Complete: the update, or else the live row as the snapshot saw
+		// it, from which Complete tells which error applies.
+		complete: r.Replace(`WITH upd AS (
+	UPDATE {records} SET state = 2, result = $2, lease_until = NULL
+	WHERE key = $1 AND expires_at > $3 AND state = 1 AND seq_node = $4 AND seq_counter = $5
+	RETURNING {cols}
+)
+SELECT true, {cols} FROM upd
+UNION ALL
+SELECT false, {cols} FROM {records} WHERE key = $1 AND expires_at > $3 AND NOT EXISTS (SELECT 1 FROM upd)`),
+
+		release: r.Replace(`WITH del AS (
+	DELETE FROM {records}
+	WHERE key = $1 AND expires_at > $2 AND state = 1 AND seq_node = $3 AND seq_counter = $4
+	RETURNING 1
+)
+SELECT true, 0::smallint, 0::bigint, 0::bigint FROM del
+UNION ALL
+SELECT false, state, seq_node, seq_counter FROM {records}
+WHERE key = $1 AND expires_at > $2 AND NOT EXISTS (SELECT 1 FROM del)`),
+
+		// Both walk a partial index of pending records in lease order.
+		listPending: r.Replace(`SELECT {cols} FROM {records}
+WHERE state = 1 AND namespace = $1 AND lease_until <= $2 AND expires_at > $2
+ORDER BY lease_until, seq_node, seq_counter LIMIT $3`),
+		listPendingAll: r.Replace(`SELECT {cols} FROM {records}
+WHERE state = 1 AND lease_until <= $1 AND expires_at > $1
+ORDER BY lease_until, seq_node, seq_counter LIMIT $2`),
+
+		// The sweep walks the expiry indexes from their start, records
+		// first, then counters with what is left of the limit. The outer
+		// "expires_at <= $1" is checked again on the row's newest version
+		// (a row retaken since the subquery's snapshot has a new expiry and
+		// is kept).
+		deleteExpired: r.Replace(`WITH r AS (
+	DELETE FROM {records}
+	WHERE key IN (SELECT key FROM {records} WHERE expires_at <= $1 ORDER BY expires_at LIMIT $2) AND expires_at <= $1
+	RETURNING 1
+), c AS (
+	DELETE FROM {counters}
+	WHERE key IN (SELECT key FROM {counters} WHERE expires_at <= $1 ORDER BY expires_at
+		LIMIT greatest($2 - (SELECT count(*) FROM r), 0)) AND expires_at <= $1
+	RETURNING 1
+)
+SELECT (SELECT count(*) FROM r) + (SELECT count(*) FROM c)`),
+
+		reserveSeq: r.Replace(`INSERT INTO {seqs} AS s (node, last) VALUES ($1, $2)
+ON CONFLICT (node) DO UPDATE SET last = s.last + EXCLUDED.last
+RETURNING s.last - $2 + 1`),
+
+		// The bounded counter: one statement, as the claim. A counter that
+		// expired at $4 starts again from one with the new expiry. $3 is the
+		// limit: at it, nothing is written, and the second branch returns
+		// the counter as the snapshot saw it.
+		count: r.Replace(`WITH up AS (
+	INSERT INTO {counters} AS c (key, value, expires_at)
+	SELECT $1::bytea, 1, $2::bigint WHERE $3::bigint > 0
+	ON CONFLICT (key) DO UPDATE SET
+		value = CASE WHEN c.expires_at <= $4 THEN 1 ELSE c.value + 1 END,
+		expires_at = CASE WHEN c.expires_at <= $4 THEN EXCLUDED.expires_at ELSE c.expires_at END
+	WHERE c.expires_at <= $4 OR c.value < $3
+	RETURNING c.value, c.expires_at
+)
+SELECT true, value, expires_at FROM up
+UNION ALL
+SELECT false, value, expires_at FROM {counters} WHERE key = $1 AND NOT EXISTS (SELECT 1 FROM up)`),
+		getCounter: r.Replace(`SELECT value, expires_at FROM {counters} WHERE key = $1`),
+
+		durabilitySettings: `SELECT version(),
+	coalesce(current_setting('synchronous_commit', true), ''),
+	coalesce(current_setting('fsync', true), ''),
+	coalesce(current_setting('full_page_writes', true), ''),
+	coalesce(current_setting('synchronous_standby_names', true), '')`,
+	}
+}

@@ -1,0 +1,683 @@
+package postgres
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/spentledger/spent"
+)
+
+// Errors of the store, besides those of the spent.Store contract.
+var (
+	// ErrNonDurable is returned by Open, and by any call that has to open a
+	// new connection, when the server may lose acknowledged commits
+	// (synchronous_commit=off or fsync=off) and Options.AllowNonDurable is
+	// not set.
+	ErrNonDurable = errors.New("postgres: server may lose acknowledged commits")
+	// ErrOutcomeUnknown is returned when the server says that it cannot
+	// tell whether a statement took effect (SQLSTATE 40003,
+	// statement_completion_unknown, which CockroachDB returns after some
+	// failures). The write may or may not have happened: the ledger reads
+	// the key back to find out (invariant 8 of the design).
+	ErrOutcomeUnknown = errors.New("postgres: outcome unknown")
+	// ErrCorrupt is returned when a stored row cannot be a record written by
+	// this package.
+	ErrCorrupt = errors.New("postgres: corrupt row")
+	// ErrUnsettled is returned by a call that found its key changing under
+	// it more than a few times in a row (read again, and again it changed).
+	// Nothing was written by the call; it may be retried.
+	ErrUnsettled = errors.New("postgres: key kept changing; nothing written")
+)
+
+// Store is a spent.Store kept in a PostgreSQL database (or one that speaks
+// its protocol and SQL). Open it with [Open]; it is safe for concurrent use,
+// and any number of stores, in any number of processes, may share one
+// schema.
+type Store struct {
+	pool   *pgxpool.Pool
+	opts   Options
+	log    *slog.Logger
+	q      queries
+	closed atomic.Bool
+	once   sync.Once
+}
+
+var _ spent.Store = (*Store)(nil)
+
+// Open connects to the server, checks that it makes commits durable (see
+// [ErrNonDurable] and Options.AllowNonDurable), creates or migrates the
+// schema, and returns the store. Close it when done.
+func Open(ctx context.Context, opts Options) (*Store, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	cfg, err := pgxpool.ParseConfig(opts.ConnString)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: open: %w", err)
+	}
+	if opts.MaxConns > 0 {
+		cfg.MaxConns = opts.MaxConns
+	}
+	cfg.MinConns = min(opts.MinConns, cfg.MaxConns)
+	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
+		cfg.ConnConfig.RuntimeParams["application_name"] = "spent"
+	}
+	s := &Store{opts: opts, log: opts.Logger, q: newQueries(opts.Schema)}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	// Every new connection is checked, not only the first: a server
+	// reconfigured and restarted under a running store is refused too.
+	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+		st, err := readSettings(ctx, c, s.q.durabilitySettings)
+		if err != nil {
+			return fmt.Errorf("reading durability settings: %w", err)
+		}
+		if lost := st.losses(); len(lost) > 0 && !opts.AllowNonDurable {
+			return fmt.Errorf("%w: %s; refusing to run (set AllowNonDurable, --allow-non-durable, to accept it)", ErrNonDurable, lost[0])
+		}
+		return nil
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: open: %w", err)
+	}
+	s.pool = pool
+	if err := s.checkDurability(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres: open: %w", err)
+	}
+	if err := s.migrate(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres: open: %w", err)
+	}
+	if err := s.warmUp(ctx, cfg.MinConns); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres: open: %w", err)
+	}
+	return s, nil
+}
+
+// warmUp holds n connections at once, so that the pool has made them.
+func (s *Store) warmUp(ctx context.Context, n int32) error {
+	held := make([]*pgxpool.Conn, 0, n)
+	defer func() {
+		for _, c := range held {
+			c.Release()
+		}
+	}()
+	for range n {
+		c, err := s.pool.Acquire(ctx)
+		if err != nil {
+			return err
+		}
+		held = append(held, c)
+	}
+	return nil
+}
+
+// Close closes the connection pool, after the calls in flight have
+// finished. Later calls fail with spent.ErrClosed.
+func (s *Store) Close() error {
+	s.once.Do(func() {
+		s.closed.Store(true)
+		s.pool.Close()
+	})
+	return nil
+}
+
+// Pool returns the store's connection pool, for operators' tools and
+// tests. Statements run through it bypass the store's checks.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// Schema returns the schema holding the store's tables.
+func (s *Store) Schema() string { return s.opts.Schema }
+
+// do runs f, again after a serialization failure or deadlock or when the
+// statement was never sent, up to Options.MaxRetries more times, and wraps
+// any error as "postgres: op: ...". f must be safe to run again: the failed
+// attempt's transaction was rolled back.
+func (s *Store) do(ctx context.Context, op string, f func(ctx context.Context) error) error {
+	if s.closed.Load() {
+		return fmt.Errorf("postgres: %s: %w", op, spent.ErrClosed)
+	}
+	for attempt := 0; ; attempt++ {
+		err := f(ctx)
+		if err == nil {
+			return nil
+		}
+		if s.closed.Load() {
+			return fmt.Errorf("postgres: %s: %w (%w)", op, spent.ErrClosed, err)
+		}
+		var pe *pgconn.PgError
+		retry := false
+		if errors.As(err, &pe) {
+			switch pe.Code {
+			case "40003": // statement_completion_unknown
+				return fmt.Errorf("postgres: %s: %w: %w", op, ErrOutcomeUnknown, err)
+			case "40001", "40P01": // serialization_failure, deadlock_detected
+				retry = true
+			}
+		} else if pgconn.SafeToRetry(err) {
+			retry = true
+		}
+		if !retry || ctx.Err() != nil {
+			return fmt.Errorf("postgres: %s: %w", op, err)
+		}
+		if attempt >= s.opts.MaxRetries {
+			return fmt.Errorf("postgres: %s: gave up after %d attempts: %w", op, attempt+1, err)
+		}
+		if d := s.backoff(attempt); d > 0 {
+			t := time.NewTimer(d)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return fmt.Errorf("postgres: %s: %w (retrying after: %w)", op, ctx.Err(), err)
+			case <-t.C:
+			}
+		}
+	}
+}
+
+// backoff returns a random wait in [b/2, b), b = RetryBackoff·2^attempt,
+// capped at one second.
+func (s *Store) backoff(attempt int) time.Duration {
+	b := s.opts.RetryBackoff << min(attempt, 20)
+	if b <= 0 || b > time.Second {
+		b = min(time.Second, max(s.opts.RetryBackoff, 0)<<min(attempt, 20))
+		if b <= 0 {
+			return 0
+		}
+	}
+	return b/2 + rand.N(b/2+1)
+}
+
+// maxRereads bounds the loops that read a row again after their statement
+// saw an older version of it.
+const maxRereads = 10
+
+// Claim implements [spent.Store]. It runs one statement; only when that
+// statement neither wrote nor saw a live record that keeps the key (the
+// winner of a race committed after the statement's snapshot was taken), it
+// reads the row again with a second, and claims again if the key has been
+// freed since.
+func (s *Store) Claim(ctx context.Context, op spent.ClaimOp) (spent.ClaimResult, error) {
+	args, err := claimArgs(&op)
+	if err != nil {
+		return spent.ClaimResult{}, fmt.Errorf("postgres: claim: %w", err)
+	}
+	var res spent.ClaimResult
+	err = s.do(ctx, "claim", func(ctx context.Context) error {
+		var err error
+		res, err = s.claim(ctx, &op, args)
+		return err
+	})
+	return res, err
+}
+
+func (s *Store) claim(ctx context.Context, op *spent.ClaimOp, args []any) (spent.ClaimResult, error) {
+	for range maxRereads {
+		res, ok, err := s.claimOnce(ctx, s.pool, op, args)
+		if err != nil || ok {
+			return res, err
+		}
+		rec, found, err := s.getAny(ctx, op.Record.Key)
+		if err != nil {
+			return res, err
+		}
+		if found && !spent.FreeAt(&rec, op.Now, op.Retake) {
+			return spent.ClaimResult{Record: rec}, nil
+		}
+	}
+	return spent.ClaimResult{}, ErrUnsettled
+}
+
+// querier is what pgxpool.Pool and pgx.BatchResults-backed code share.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// claimOnce runs the claim statement. ok is false when its answer cannot be
+// trusted: no row came back, or only a version of the row that is free at
+// op.Now (an old one, from the snapshot).
+func (s *Store) claimOnce(ctx context.Context, q querier, op *spent.ClaimOp, args []any) (res spent.ClaimResult, ok bool, err error) {
+	rows, err := q.Query(ctx, s.q.claim, args...)
+	if err != nil {
+		return res, false, err
+	}
+	return claimRows(rows, op)
+}
+
+// claimRows reads the answer of the claim statement.
+func claimRows(rows pgx.Rows, op *spent.ClaimOp) (res spent.ClaimResult, ok bool, err error) {
+	defer rows.Close()
+	var sc scanRow
+	dest := append([]any{&res.Inserted}, sc.dest()...)
+	found := false
+	for rows.Next() {
+		if found {
+			return res, false, fmt.Errorf("%w: two rows for one key", ErrCorrupt)
+		}
+		if err := rows.Scan(dest...); err != nil {
+			return res, false, err
+		}
+		found = true
+	}
+	if err := rows.Err(); err != nil {
+		return res, false, err
+	}
+	if !found {
+		return res, false, nil
+	}
+	if res.Record, err = sc.record(); err != nil {
+		return res, false, err
+	}
+	if !res.Inserted && spent.FreeAt(&res.Record, op.Now, op.Retake) {
+		return res, false, nil
+	}
+	return res, true, nil
+}
+
+// ClaimBatch implements [spent.Store]. The claims go to the server in one
+// pipeline, ending in a single Sync, so they run as one implicit transaction
+// in one round trip and share one commit (one WAL flush). They run in key
+// order (ops on one key keep their order), so that concurrent batches lock
+// rows in the same order and cannot deadlock each other.
+//
+// A claim that lost a race to a transaction committed after its statement
+// began is settled without breaking the order: its statement has locked
+// the winner's row until the batch commits, so a later op of the batch on
+// the same key saw exactly that row, and answers for both; if there is
+// none, it is settled after the commit as Claim settles it.
+func (s *Store) ClaimBatch(ctx context.Context, ops []spent.ClaimOp) ([]spent.ClaimResult, error) {
+	if len(ops) == 0 {
+		return []spent.ClaimResult{}, nil
+	}
+	args := make([][]any, len(ops))
+	for i := range ops {
+		a, err := claimArgs(&ops[i])
+		if err != nil {
+			return nil, fmt.Errorf("postgres: claim batch: ops[%d]: %w", i, err)
+		}
+		args[i] = a
+	}
+	order := make([]int, len(ops))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool {
+		return bytes.Compare(ops[order[a]].Record.Key[:], ops[order[b]].Record.Key[:]) < 0
+	})
+	res := make([]spent.ClaimResult, len(ops))
+	settled := make([]bool, len(ops))
+	err := s.do(ctx, "claim batch", func(ctx context.Context) error {
+		b := &pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, len(ops))}
+		for _, i := range order {
+			b.Queue(s.q.claim, args[i]...)
+		}
+		br := s.pool.SendBatch(ctx, b)
+		for _, i := range order {
+			rows, err := br.Query()
+			if err != nil {
+				br.Close()
+				return err
+			}
+			if res[i], settled[i], err = claimRows(rows, &ops[i]); err != nil {
+				br.Close()
+				return err
+			}
+		}
+		// Close reads the end of the implicit transaction: only then is
+		// the batch committed (and its commit flushed).
+		return br.Close()
+	})
+	if err != nil {
+		return nil, err
+	}
+	for k, i := range order {
+		if settled[i] {
+			continue
+		}
+		if k+1 < len(order) {
+			if j := order[k+1]; ops[j].Record.Key == ops[i].Record.Key && settled[j] && !res[j].Inserted &&
+				!spent.FreeAt(&res[j].Record, ops[i].Now, ops[i].Retake) {
+				res[i] = spent.ClaimResult{Record: res[j].Record}
+				continue
+			}
+		}
+		r, err := s.Claim(ctx, ops[i])
+		if err != nil {
+			return nil, fmt.Errorf("postgres: claim batch: ops[%d] after the batch: %w", i, err)
+		}
+		res[i] = r
+	}
+	return res, nil
+}
+
+// Complete implements [spent.Store] in one statement, plus a read when
+// that statement saw an older version of the row.
+func (s *Store) Complete(ctx context.Context, key spent.Hash, seq spent.Seq, result []byte, now time.Time) (spent.Record, error) {
+	n, err := nanos(now)
+	if err != nil {
+		return spent.Record{}, fmt.Errorf("postgres: complete: now: %w", err)
+	}
+	var rec spent.Record
+	err = s.do(ctx, "complete", func(ctx context.Context) error {
+		for range maxRereads {
+			rows, err := s.pool.Query(ctx, s.q.complete, key[:], result, n, int64(seq.Node), int64(seq.Counter))
+			if err != nil {
+				return err
+			}
+			var updated bool
+			var sc scanRow
+			found, err := scanOne(rows, append([]any{&updated}, sc.dest()...)...)
+			if err != nil {
+				return err
+			}
+			if found {
+				if rec, err = sc.record(); err != nil {
+					return err
+				}
+			}
+			if updated {
+				return nil
+			}
+			done, err := judgeComplete(found, &rec, seq, result)
+			if done || err != nil {
+				return err
+			}
+			// The snapshot showed our pending record, yet the update found
+			// nothing to change: the row changed since. Read it again.
+			rec2, found2, err := s.getAny(ctx, key)
+			if err != nil {
+				return err
+			}
+			found2 = found2 && rec2.LiveAt(now)
+			rec = rec2
+			if done, err := judgeComplete(found2, &rec, seq, result); done || err != nil {
+				return err
+			}
+		}
+		return ErrUnsettled
+	})
+	if err != nil {
+		return spent.Record{}, err
+	}
+	return rec, nil
+}
+
+// judgeComplete tells what a Complete that changed nothing returns, given
+// the live row (if found). done is false when the row is still our pending
+// record, which the update would have changed: the row must be read again.
+func judgeComplete(found bool, rec *spent.Record, seq spent.Seq, result []byte) (done bool, err error) {
+	switch {
+	case !found:
+		return true, spent.ErrNotFound
+	case rec.State != spent.StatePending:
+		if rec.Seq == seq && bytes.Equal(rec.Result, result) {
+			return true, nil // a retried completion
+		}
+		return true, spent.ErrNotPending
+	case rec.Seq != seq:
+		return true, spent.ErrSeqMismatch
+	}
+	return false, nil
+}
+
+// Release implements [spent.Store] in one statement, plus a read when that
+// statement saw an older version of the row.
+func (s *Store) Release(ctx context.Context, key spent.Hash, seq spent.Seq, now time.Time) error {
+	n, err := nanos(now)
+	if err != nil {
+		return fmt.Errorf("postgres: release: now: %w", err)
+	}
+	return s.do(ctx, "release", func(ctx context.Context) error {
+		for range maxRereads {
+			rows, err := s.pool.Query(ctx, s.q.release, key[:], n, int64(seq.Node), int64(seq.Counter))
+			if err != nil {
+				return err
+			}
+			var deleted bool
+			var state int16
+			var node, ctr int64
+			found, err := scanOne(rows, &deleted, &state, &node, &ctr)
+			if err != nil || deleted {
+				return err
+			}
+			rec := spent.Record{State: spent.State(state), Seq: spent.Seq{Node: uint32(node), Counter: uint64(ctr)}}
+			if done, err := judgeRelease(found, &rec, seq); done {
+				return err
+			}
+			rec, found, err = s.getAny(ctx, key)
+			if err != nil {
+				return err
+			}
+			if done, err := judgeRelease(found && rec.LiveAt(now), &rec, seq); done {
+				return err
+			}
+		}
+		return ErrUnsettled
+	})
+}
+
+func judgeRelease(found bool, rec *spent.Record, seq spent.Seq) (done bool, err error) {
+	switch {
+	case !found:
+		return true, spent.ErrNotFound
+	case rec.State != spent.StatePending:
+		return true, spent.ErrNotPending
+	case rec.Seq != seq:
+		return true, spent.ErrSeqMismatch
+	}
+	return false, nil
+}
+
+// Get implements [spent.Store]. With synchronous_commit on, a row other
+// sessions can see has had its commit flushed, so Get never reports a
+// record that a crash could take back.
+func (s *Store) Get(ctx context.Context, key spent.Hash, now time.Time) (spent.Record, error) {
+	n, err := nanos(now)
+	if err != nil {
+		return spent.Record{}, fmt.Errorf("postgres: get: now: %w", err)
+	}
+	var rec spent.Record
+	err = s.do(ctx, "get", func(ctx context.Context) error {
+		rows, err := s.pool.Query(ctx, s.q.get, key[:], n)
+		if err != nil {
+			return err
+		}
+		var sc scanRow
+		found, err := scanOne(rows, sc.dest()...)
+		if err != nil {
+			return err
+		}
+		if !found {
+			return spent.ErrNotFound
+		}
+		rec, err = sc.record()
+		return err
+	})
+	return rec, err
+}
+
+// getAny reads the row of key, live or not, in a statement of its own.
+func (s *Store) getAny(ctx context.Context, key spent.Hash) (spent.Record, bool, error) {
+	rows, err := s.pool.Query(ctx, s.q.getAny, key[:])
+	if err != nil {
+		return spent.Record{}, false, err
+	}
+	var sc scanRow
+	found, err := scanOne(rows, sc.dest()...)
+	if err != nil || !found {
+		return spent.Record{}, false, err
+	}
+	rec, err := sc.record()
+	return rec, err == nil, err
+}
+
+// ListPending implements [spent.Store] with a walk of a partial index of
+// pending records in lease order.
+func (s *Store) ListPending(ctx context.Context, namespace string, leaseBefore time.Time, limit int) ([]spent.Record, error) {
+	out := []spent.Record{}
+	if limit <= 0 {
+		return out, nil
+	}
+	n, err := nanos(leaseBefore)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: list pending: %w", err)
+	}
+	err = s.do(ctx, "list pending", func(ctx context.Context) error {
+		out = out[:0]
+		var rows pgx.Rows
+		var err error
+		if namespace == "" {
+			rows, err = s.pool.Query(ctx, s.q.listPendingAll, n, limit)
+		} else {
+			rows, err = s.pool.Query(ctx, s.q.listPending, []byte(namespace), n, limit)
+		}
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		var sc scanRow
+		dest := sc.dest()
+		for rows.Next() {
+			if err := rows.Scan(dest...); err != nil {
+				return err
+			}
+			r, err := sc.record()
+			if err != nil {
+				return err
+			}
+			out = append(out, r)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// DeleteExpired implements [spent.Store] in one statement that walks the
+// expiry indexes of records and then of counters.
+func (s *Store) DeleteExpired(ctx context.Context, now time.Time, limit int) (int, error) {
+	if limit <= 0 {
+		return 0, nil
+	}
+	n, err := nanos(now)
+	if err != nil {
+		return 0, fmt.Errorf("postgres: delete expired: %w", err)
+	}
+	var removed int64
+	err = s.do(ctx, "delete expired", func(ctx context.Context) error {
+		return s.pool.QueryRow(ctx, s.q.deleteExpired, n, int64(limit)).Scan(&removed)
+	})
+	return int(removed), err
+}
+
+// ReserveSeq implements [spent.Store] in one statement.
+func (s *Store) ReserveSeq(ctx context.Context, node uint32, n uint64) (uint64, error) {
+	if n > math.MaxInt64 {
+		return 0, fmt.Errorf("postgres: reserve seq: block of %d: at most %d", n, int64(math.MaxInt64))
+	}
+	var first int64
+	err := s.do(ctx, "reserve seq", func(ctx context.Context) error {
+		return s.pool.QueryRow(ctx, s.q.reserveSeq, int64(node), int64(n)).Scan(&first)
+	})
+	if err != nil {
+		return 0, err
+	}
+	return uint64(first), nil
+}
+
+// Count implements [spent.Store] in one statement, plus a read when the
+// counter is at its limit but was not in the statement's snapshot.
+func (s *Store) Count(ctx context.Context, op spent.CountOp) (spent.CountResult, error) {
+	now, err := nanos(op.Now)
+	if err != nil {
+		return spent.CountResult{}, fmt.Errorf("postgres: count: now: %w", err)
+	}
+	exp, err := nanos(op.ExpiresAt)
+	if err != nil {
+		return spent.CountResult{}, fmt.Errorf("postgres: count: expires at: %w", err)
+	}
+	limit := int64(min(op.Limit, math.MaxInt64))
+	var res spent.CountResult
+	err = s.do(ctx, "count", func(ctx context.Context) error {
+		for range maxRereads {
+			rows, err := s.pool.Query(ctx, s.q.count, op.Key[:], exp, limit, now)
+			if err != nil {
+				return err
+			}
+			var added bool
+			var value, until int64
+			found, err := scanOne(rows, &added, &value, &until)
+			if err != nil {
+				return err
+			}
+			if added {
+				res = spent.CountResult{Value: uint64(value), Added: true, ExpiresAt: fromNanos(until)}
+				return nil
+			}
+			if judgeCount(found, value, until, limit, now, exp, &res) {
+				return nil
+			}
+			err = s.pool.QueryRow(ctx, s.q.getCounter, op.Key[:]).Scan(&value, &until)
+			found = err == nil
+			if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+				return err
+			}
+			if judgeCount(found, value, until, limit, now, exp, &res) {
+				return nil
+			}
+		}
+		return ErrUnsettled
+	})
+	return res, err
+}
+
+// judgeCount tells what a Count that added nothing returns, given the
+// counter's row (if found); false when the row does not explain why
+// nothing was added (it changed since): it must be read again.
+func judgeCount(found bool, value, until, limit, now, exp int64, res *spent.CountResult) bool {
+	live := found && until > now
+	switch {
+	case live && value >= limit:
+		*res = spent.CountResult{Value: uint64(value), ExpiresAt: fromNanos(until)}
+		return true
+	case !live && limit == 0:
+		*res = spent.CountResult{ExpiresAt: fromNanos(exp)}
+		return true
+	}
+	return false
+}
+
+// scanOne reads at most one row into dest and reports whether there was
+// one.
+func scanOne(rows pgx.Rows, dest ...any) (bool, error) {
+	defer rows.Close()
+	found := false
+	for rows.Next() {
+		if found {
+			return true, fmt.Errorf("%w: two rows for one key", ErrCorrupt)
+		}
+		if err := rows.Scan(dest...); err != nil {
+			return false, err
+		}
+		found = true
+	}
+	return found, rows.Err()
+}
