@@ -2,21 +2,32 @@
 // that a test can kill a member (the leader, say) with SIGKILL and restart it
 // on its data directory.
 //
-// In the common case a test needs a cluster and nothing else:
+// In the common case the tests of a package share one 3-member cluster:
 //
-//	endpoints := etcdtest.Shared(t) // a 3-member cluster, or the one $SPENT_ETCDTEST_ENDPOINTS names
+//	func TestMain(m *testing.M) { etcdtest.Main(m) } // stops the shared cluster at the end
 //
-// A test that kills members starts a cluster of its own with [Start] and uses
+//	func TestSomething(t *testing.T) {
+//		endpoints := etcdtest.Shared(t) // host:port of each member
+//		...
+//	}
+//
+// Shared starts the cluster on first use and publishes its endpoints in the
+// environment variable SPENT_ETCDTEST_ENDPOINTS, so that a test binary
+// re-executed as a child process (as the storetest crash test does) connects
+// to the same cluster instead of starting another; a cluster started by
+// other means (bench/etcd.sh) is used the same way. A test that kills
+// members starts a cluster of its own with [Start] and uses
 // [Cluster.Leader], [Cluster.Kill] and [Cluster.Restart].
 //
 // The members are etcd itself: the command internal/etcdtest/member, which
 // calls etcdmain from go.etcd.io/etcd/server/v3 at the version go.mod pins,
-// built with `go build` on first use (the Go build cache makes later builds
-// a relink of under a second). Set SPENT_ETCD_BINARY to run another etcd
-// binary instead (Debian's etcd-server package installs /usr/bin/etcd). Each
-// member listens on free loopback ports and keeps its data in a temporary
-// directory; the members are killed when the test ends, and die with the
-// test process if it is killed (they exit when their standard input ends).
+// built with `go build` when a cluster starts (the Go build cache makes
+// that a relink of under a second after the first time). Set
+// SPENT_ETCD_BINARY to run another etcd binary instead (Debian's etcd-server
+// package installs /usr/bin/etcd). Each member listens on free loopback
+// ports and keeps its data in a temporary directory; the members are killed
+// when the cluster stops, and die with the test process if it is killed
+// (they exit when their standard input ends).
 //
 // It is test-only code, exported so that the tests of several packages (the
 // etcd store, cmd/spent) can share it.
@@ -25,13 +36,14 @@
 //
 // The members run etcd's default, durable settings: every write is fsynced
 // to the WAL of a majority before etcd answers. They also enable lease
-// checkpoints (LeaseCheckpoint and LeaseCheckpointPersist), so that a leader
-// change does not restart every lease's TTL; an external binary given by
-// SPENT_ETCD_BINARY gets no feature flags, since older versions reject them.
+// checkpoints (the LeaseCheckpoint and LeaseCheckpointPersist feature
+// gates), so that a leader change does not restart every lease's TTL; an
+// external binary given by SPENT_ETCD_BINARY gets no feature gates, since
+// older versions reject the flag.
 //
 // Ports are found free by binding port 0 and closing it; another process can
-// take one before the member binds it, so Start retries a cluster that fails
-// to come up, up to three times.
+// take one before the member binds it, so StartCluster retries a cluster that
+// fails to come up, up to three times.
 package etcdtest
 
 import (
@@ -77,12 +89,12 @@ const startTimeout = 60 * time.Second
 
 // Cluster is a running etcd cluster whose members are child processes.
 type Cluster struct {
-	tb      testing.TB
+	root    string // temporary directory: the binary, and each member's data and log
 	bin     string
 	builtin bool // bin is the member command, which takes feature gates
 	members []*Member
-	stopped bool
 	mu      sync.Mutex
+	stopped bool
 }
 
 // Member is one member of a Cluster.
@@ -106,75 +118,136 @@ type Member struct {
 // Endpoint returns the member's client endpoint as host:port.
 func (m *Member) Endpoint() string { return strings.TrimPrefix(m.ClientURL, "http://") }
 
-// Shared returns the client endpoints (host:port) of a 3-member cluster for
-// tb: the cluster $SPENT_ETCDTEST_ENDPOINTS names, when set, or a new one
-// that is stopped when tb ends, whose endpoints Shared then puts in that
-// variable (with tb.Setenv) for child processes to inherit.
+// ErrNoEtcd is returned by [StartCluster] when no etcd can be run: there is
+// no Go toolchain to build the member command, and SPENT_ETCD_BINARY is not
+// set.
+var ErrNoEtcd = errors.New("etcdtest: no Go toolchain to build the etcd member command, and " + EnvBinary + " is not set; " +
+	"install Debian's etcd-server package and set " + EnvBinary + "=/usr/bin/etcd")
+
+// shared is the cluster of [Shared].
+var shared struct {
+	mu      sync.Mutex
+	cluster *Cluster
+	err     error
+}
+
+// Shared returns the client endpoints (host:port) of the 3-member cluster
+// the tests of this process share: the cluster $SPENT_ETCDTEST_ENDPOINTS
+// names, when set, or else one started on first use, whose endpoints Shared
+// then puts in that variable for child processes to inherit. Stop it with
+// [StopShared], or run the tests with [Main], which does. When no etcd can
+// be run, Shared skips tb, or fails it when the environment variable CI is
+// set; when the cluster fails to start, it fails tb (and every later caller).
 func Shared(tb testing.TB) []string {
 	tb.Helper()
 	if v := os.Getenv(EnvEndpoints); v != "" {
 		return strings.Split(v, ",")
 	}
-	c := Start(tb, 3)
-	eps := c.Endpoints()
-	tb.Setenv(EnvEndpoints, strings.Join(eps, ","))
-	return eps
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	if shared.cluster == nil && shared.err == nil {
+		shared.cluster, shared.err = StartCluster(3)
+		if shared.err == nil {
+			os.Setenv(EnvEndpoints, strings.Join(shared.cluster.Endpoints(), ","))
+		}
+	}
+	if shared.err != nil {
+		fail(tb, shared.err)
+	}
+	return shared.cluster.Endpoints()
 }
 
-// Start starts a cluster of n members for tb, waits until it has a leader
-// and every member answers, and stops it when tb ends. When no etcd can be
-// run (no Go toolchain to build the member, and no SPENT_ETCD_BINARY), it
-// skips tb, or fails it when the environment variable CI is set.
+// StopShared stops the cluster [Shared] started, if any, and removes its
+// directory. It leaves alone a cluster that $SPENT_ETCDTEST_ENDPOINTS named
+// when this process started.
+func StopShared() {
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	if shared.cluster != nil {
+		shared.cluster.Stop()
+		os.Unsetenv(EnvEndpoints)
+		shared.cluster = nil
+	}
+}
+
+// Main runs the tests, stops the shared cluster and exits. Call it from
+// TestMain:
+//
+//	func TestMain(m *testing.M) { etcdtest.Main(m) }
+func Main(m *testing.M) {
+	code := m.Run()
+	StopShared()
+	os.Exit(code)
+}
+
+// Start starts a cluster of n members for tb alone, and stops it when tb
+// ends. Errors are reported as [Shared] reports them.
 func Start(tb testing.TB, n int) *Cluster {
 	tb.Helper()
-	if n < 1 {
-		tb.Fatalf("etcdtest: %d members: want at least 1", n)
+	c, err := StartCluster(n)
+	if err != nil {
+		fail(tb, err)
 	}
-	bin, builtin := binary(tb)
+	tb.Cleanup(c.Stop)
+	return c
+}
+
+// fail skips tb for ErrNoEtcd (fails it under CI) and fails it otherwise.
+func fail(tb testing.TB, err error) {
+	tb.Helper()
+	if errors.Is(err, ErrNoEtcd) && os.Getenv("CI") == "" {
+		tb.Skip(err)
+	}
+	tb.Fatal(err)
+}
+
+// StartCluster starts a cluster of n members in a new temporary directory,
+// and waits until it has a leader and every member answers. [Cluster.Stop]
+// kills the members and removes the directory.
+func StartCluster(n int) (*Cluster, error) {
+	if n < 1 {
+		return nil, fmt.Errorf("etcdtest: %d members: want at least 1", n)
+	}
 	var lastErr error
 	for attempt := range 3 {
-		c := &Cluster{tb: tb, bin: bin, builtin: builtin}
-		err := c.start(n, attempt)
+		root, err := os.MkdirTemp("", "spent-etcdtest-")
+		if err != nil {
+			return nil, err
+		}
+		c := &Cluster{root: root}
+		if err := c.binary(); err != nil {
+			os.RemoveAll(root)
+			return nil, err
+		}
+		err = c.start(n, attempt)
 		if err == nil {
-			tb.Cleanup(c.Stop)
-			return c
+			return c, nil
 		}
 		logs := c.logTails()
 		c.Stop()
 		lastErr = fmt.Errorf("%w\n%s", err, logs)
 	}
-	tb.Fatalf("etcdtest: starting %d members: %v", n, lastErr)
-	return nil
+	return nil, fmt.Errorf("etcdtest: starting %d members: %w", n, lastErr)
 }
 
-// binary returns the etcd binary to run, building the member command when
-// SPENT_ETCD_BINARY is not set, and whether it is the member command.
-func binary(tb testing.TB) (string, bool) {
-	tb.Helper()
+// binary sets the etcd binary to run: $SPENT_ETCD_BINARY, or the member
+// command built into the cluster's directory.
+func (c *Cluster) binary() error {
 	if p := os.Getenv(EnvBinary); p != "" {
-		return p, false
+		c.bin = p
+		return nil
 	}
 	// go test puts its own toolchain first in the PATH of the tests it runs.
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		missing(tb, "no Go toolchain to build the etcd member command, and "+EnvBinary+" is not set")
+		return ErrNoEtcd
 	}
-	out := filepath.Join(tb.TempDir(), "etcd-member")
-	cmd := exec.Command(goBin, "build", "-o", out, memberPackage)
+	c.bin, c.builtin = filepath.Join(c.root, "etcd-member"), true
+	cmd := exec.Command(goBin, "build", "-o", c.bin, memberPackage)
 	if b, err := cmd.CombinedOutput(); err != nil {
-		tb.Fatalf("etcdtest: go build %s: %v\n%s", memberPackage, err, b)
+		return fmt.Errorf("etcdtest: go build %s: %w\n%s", memberPackage, err, b)
 	}
-	return out, true
-}
-
-// missing skips tb (fails it under CI) because etcd cannot be run.
-func missing(tb testing.TB, why string) {
-	tb.Helper()
-	msg := "etcdtest: " + why + "; install Debian's etcd-server package and set " + EnvBinary + "=/usr/bin/etcd"
-	if os.Getenv("CI") != "" {
-		tb.Fatal(msg)
-	}
-	tb.Skip(msg)
+	return nil
 }
 
 // freePorts returns n distinct loopback ports that were free a moment ago.
@@ -202,7 +275,7 @@ func (c *Cluster) start(n, attempt int) error {
 	if err != nil {
 		return err
 	}
-	root := c.tb.TempDir()
+	root := c.root
 	var initial []string
 	for i := range n {
 		m := &Member{
@@ -293,15 +366,14 @@ func (c *Cluster) Running(i int) bool {
 	}
 }
 
-// Client returns a client connected to every member, closed when the test
-// ends. Its requests time out with ctx.
-func (c *Cluster) Client() *clientv3.Client {
-	c.tb.Helper()
+// Client returns a client connected to every member, closed when tb ends.
+func (c *Cluster) Client(tb testing.TB) *clientv3.Client {
+	tb.Helper()
 	cli, err := newClient(c.Endpoints())
 	if err != nil {
-		c.tb.Fatalf("etcdtest: client: %v", err)
+		tb.Fatalf("etcdtest: client: %v", err)
 	}
-	c.tb.Cleanup(func() { cli.Close() })
+	tb.Cleanup(func() { cli.Close() })
 	return cli
 }
 
@@ -440,8 +512,9 @@ func (c *Cluster) Restart(ctx context.Context, i int) error {
 	return c.WaitHealthy(ctx)
 }
 
-// Stop kills every member. Start registers it as a cleanup of the test; it
-// may be called earlier, and more than once.
+// Stop kills every member and removes the cluster's directory. Start
+// registers it as a cleanup of the test; it may be called earlier, and more
+// than once.
 func (c *Cluster) Stop() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -454,6 +527,7 @@ func (c *Cluster) Stop() {
 			_ = c.Kill(i)
 		}
 	}
+	os.RemoveAll(c.root)
 }
 
 // logTails returns the end of every member's log, for a failure message.

@@ -15,7 +15,7 @@ import (
 // killed member restarts on its data and catches up.
 func TestKillLeaderAndRestart(t *testing.T) {
 	c := etcdtest.Start(t, 3)
-	cli := c.Client()
+	cli := c.Client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if _, err := cli.Put(ctx, "before", "1"); err != nil {
