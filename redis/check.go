@@ -47,12 +47,12 @@ func checkDurable(ctx context.Context, c *goredis.Client) []string {
 		if strings.TrimSpace(save) == "" {
 			save = "none"
 		}
-		say("appendonly is %q (RDB snapshots: %s), so a crash loses every claim since the last snapshot, all of them without snapshots; "+
+		say("appendonly is %s (RDB snapshots: %s), so a crash loses every claim since the last snapshot, all of them without snapshots; "+
 			"set appendonly yes and appendfsync always", aof, save)
 	case fsync == "everysec":
 		say("appendfsync is everysec, so a crash can lose the claims acknowledged in the last one to two seconds; set appendfsync always")
 	case fsync != "always":
-		say("appendfsync is %q, so a power loss or kernel crash can lose the claims acknowledged in the last 30 seconds or so "+
+		say("appendfsync is %s, so a power loss or kernel crash can lose the claims acknowledged in the last 30 seconds or so "+
 			"(whatever the kernel had not written); set appendfsync always", fsync)
 	}
 	policy, err1 := get("maxmemory-policy")

@@ -4,9 +4,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"strings"
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
 	"github.com/spentledger/spent"
 	"github.com/spentledger/spent/internal/redistest"
 	"github.com/spentledger/spent/redis"
@@ -69,6 +71,9 @@ func TestServer(t *testing.T) {
 			return MustOpen(tb, serverOptions(addr, dir))
 		},
 	})
+	admin := goredis.NewClient(&goredis.Options{Addr: addr, DisableIdentity: true})
+	defer admin.Close()
+	commonTests(t, func(t *testing.T) *redis.Store { return MustOpen(t, serverOptions(addr, t.TempDir())) }, admin)
 }
 
 // TestCluster runs the conformance suite on a Redis Cluster of three
@@ -80,5 +85,16 @@ func TestCluster(t *testing.T) {
 		Open: func(tb testing.TB, dir string) spent.Store {
 			return MustOpen(tb, clusterOptions(addrs, dir))
 		},
+	})
+	admin := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs, DisableIdentity: true})
+	defer admin.Close()
+	commonTests(t, func(t *testing.T) *redis.Store { return MustOpen(t, clusterOptions(addrs, t.TempDir())) }, admin)
+	t.Run("KeysSpreadOverPrimaries", func(t *testing.T) { testSpread(t, addrs, admin) })
+	t.Run("TagsMatchServerSlots", func(t *testing.T) { testTagSlots(t, admin) })
+	t.Run("ClusterNodeIsNoSingleServer", func(t *testing.T) {
+		_, err := redis.Open(context.Background(), serverOptions(addrs[0], t.TempDir()))
+		if err == nil || !strings.Contains(err.Error(), "redis-cluster://") {
+			t.Fatalf("Open of a cluster node as a single server: got %v, want an error naming redis-cluster://", err)
+		}
 	})
 }
