@@ -58,7 +58,9 @@ func isNoScript(err error) bool {
 // script missing from a server's cache (a restart, a failover, SCRIPT FLUSH)
 // did not run; it is sent again in full (EVAL), which caches it again. When
 // wait is set and Options.WaitReplicas is positive, each primary's share of
-// the calls is followed by WAIT on the same connection.
+// the calls is followed by WAIT on the same connection; a shortfall is
+// returned (wrapping ErrNotReplicated) only when every call succeeded, so
+// that the caller can tell whether it wrote anything that needed the WAIT.
 func (s *Store) exec(ctx context.Context, calls []*call, wait bool) error {
 	run := s.run
 	if wait && s.opts.WaitReplicas > 0 {
@@ -74,18 +76,15 @@ func (s *Store) exec(ctx context.Context, calls []*call, wait bool) error {
 	if len(again) > 0 {
 		err = errors.Join(err, run(ctx, again, true))
 	}
-	if err != nil {
-		return err
-	}
 	for _, c := range calls {
 		if c.cmd == nil {
-			return errors.New("script not sent")
+			return errors.Join(err, errors.New("script not sent"))
 		}
 		if err := c.cmd.Err(); err != nil {
 			return err
 		}
 	}
-	return nil
+	return err
 }
 
 // run sends calls through the client: one command, or a pipeline. The
@@ -126,6 +125,9 @@ func (s *Store) runWait(ctx context.Context, calls []*call, eval bool) error {
 	errs := make([]error, len(order))
 	var wg sync.WaitGroup
 	for i, node := range order {
+		if node == nil {
+			return errors.New("no primary for the key")
+		}
 		wg.Go(func() {
 			pipe := node.Pipeline()
 			for _, c := range groups[node] {

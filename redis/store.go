@@ -136,8 +136,10 @@ func (s *Store) init(ctx context.Context) error {
 			}
 		}
 	}
+	// The layout key is written without WAIT: a replica that is down now
+	// fails the writes that need it, not the start.
 	c := s.call(s.ks.format, scriptFormat, []string{s.ks.format}, layout)
-	if err := s.exec(ctx, []*call{c}, true); err != nil {
+	if err := s.exec(ctx, []*call{c}, false); err != nil {
 		return fmt.Errorf("redis: open: %w", err)
 	}
 	if v, _ := c.cmd.Val().(string); v != layout {
@@ -259,11 +261,17 @@ func (s *Store) Claim(ctx context.Context, op spent.ClaimOp) (spent.ClaimResult,
 	if err != nil {
 		return spent.ClaimResult{}, fmt.Errorf("redis: claim: %w", err)
 	}
-	if err := s.exec(ctx, []*call{c}, true); err != nil {
+	err = s.exec(ctx, []*call{c}, true)
+	if err != nil && !errors.Is(err, ErrNotReplicated) {
 		return spent.ClaimResult{}, s.fail("claim", err)
 	}
-	res, err := claimResult(&op, c)
-	if err != nil {
+	res, perr := claimResult(&op, c)
+	if perr != nil {
+		return spent.ClaimResult{}, s.fail("claim", perr)
+	}
+	if err != nil && res.Inserted {
+		// Only a write of this claim needs the replicas: an answer from a
+		// record found is no write of ours.
 		return spent.ClaimResult{}, s.fail("claim", err)
 	}
 	return res, nil
@@ -289,16 +297,22 @@ func (s *Store) ClaimBatch(ctx context.Context, ops []spent.ClaimOp) ([]spent.Cl
 		}
 		calls[i] = c
 	}
-	if err := s.exec(ctx, calls, true); err != nil {
+	err := s.exec(ctx, calls, true)
+	if err != nil && !errors.Is(err, ErrNotReplicated) {
 		return nil, s.fail("claim batch", err)
 	}
 	out := make([]spent.ClaimResult, len(ops))
+	wrote := false
 	for i := range ops {
-		r, err := claimResult(&ops[i], calls[i])
-		if err != nil {
-			return nil, s.fail("claim batch", fmt.Errorf("op %d: %w", i, err))
+		r, perr := claimResult(&ops[i], calls[i])
+		if perr != nil {
+			return nil, s.fail("claim batch", fmt.Errorf("op %d: %w", i, perr))
 		}
 		out[i] = r
+		wrote = wrote || r.Inserted
+	}
+	if err != nil && wrote {
+		return nil, s.fail("claim batch", err)
 	}
 	return out, nil
 }
@@ -331,8 +345,9 @@ func (s *Store) Complete(ctx context.Context, key spent.Hash, seq spent.Seq, res
 	sec, nsec := timeArgs(now)
 	c := s.call(rk, scriptComplete, []string{rk, s.ks.pending[key[0]], s.ks.expiry[key[0]]},
 		seqBytes(seq), result, sec, nsec, m, zeroLease)
-	if err := s.exec(ctx, []*call{c}, true); err != nil {
-		return spent.Record{}, s.fail("complete", err)
+	werr := s.exec(ctx, []*call{c}, true)
+	if werr != nil && !errors.Is(werr, ErrNotReplicated) {
+		return spent.Record{}, s.fail("complete", werr)
 	}
 	reply, _ := c.cmd.Val().([]any)
 	if len(reply) == 0 {
@@ -345,6 +360,9 @@ func (s *Store) Complete(ctx context.Context, key spent.Hash, seq spent.Seq, res
 	v, ok := reply[1].(string)
 	if len(reply) != 2 || !ok {
 		return spent.Record{}, s.fail("complete", fmt.Errorf("%w: complete script answered %v", ErrCorrupt, reply))
+	}
+	if werr != nil {
+		return spent.Record{}, s.fail("complete", werr)
 	}
 	r, err := decodeRecord(key, []byte(v))
 	if err != nil {
@@ -363,8 +381,9 @@ func (s *Store) Release(ctx context.Context, key spent.Hash, seq spent.Seq, now 
 	sec, nsec := timeArgs(now)
 	c := s.call(rk, scriptRelease, []string{rk, s.ks.pending[key[0]], s.ks.expiry[key[0]]},
 		seqBytes(seq), sec, nsec, m)
-	if err := s.exec(ctx, []*call{c}, true); err != nil {
-		return s.fail("release", err)
+	werr := s.exec(ctx, []*call{c}, true)
+	if werr != nil && !errors.Is(werr, ErrNotReplicated) {
+		return s.fail("release", werr)
 	}
 	code, ok := c.cmd.Val().(int64)
 	if !ok {
@@ -372,6 +391,9 @@ func (s *Store) Release(ctx context.Context, key spent.Hash, seq spent.Seq, now 
 	}
 	if err := status(code); err != nil {
 		return fmt.Errorf("redis: release: %w", err)
+	}
+	if werr != nil {
+		return s.fail("release", werr)
 	}
 	return nil
 }
@@ -509,8 +531,9 @@ func (s *Store) Count(ctx context.Context, op spent.CountOp) (spent.CountResult,
 	esec, ensec := timeArgs(op.ExpiresAt)
 	sec, nsec := timeArgs(op.Now)
 	c := s.call(key, scriptCount, []string{key}, limit, esec, ensec, ceilMilli(op.ExpiresAt), sec, nsec)
-	if err := s.exec(ctx, []*call{c}, true); err != nil {
-		return spent.CountResult{}, s.fail("count", err)
+	werr := s.exec(ctx, []*call{c}, true)
+	if werr != nil && !errors.Is(werr, ErrNotReplicated) {
+		return spent.CountResult{}, s.fail("count", werr)
 	}
 	reply, _ := c.cmd.Val().([]any)
 	var v [4]int64
@@ -522,6 +545,9 @@ func (s *Store) Count(ctx context.Context, op spent.CountOp) (spent.CountResult,
 	}
 	if len(reply) != len(v) || v[1] < 0 || v[3] < 0 || v[3] >= 1e9 {
 		return spent.CountResult{}, s.fail("count", fmt.Errorf("%w: count script answered %v", ErrCorrupt, c.cmd.Val()))
+	}
+	if werr != nil && v[0] == 1 {
+		return spent.CountResult{}, s.fail("count", werr)
 	}
 	return spent.CountResult{Added: v[0] == 1, Value: uint64(v[1]), ExpiresAt: makeTime(v[2], v[3])}, nil
 }
