@@ -40,9 +40,12 @@ func testOptions(tb testing.TB, prefix string) etcd.Options {
 	o.Endpoints = etcdtest.Shared(tb)
 	o.Prefix = prefix
 	o.LeaseBucket = time.Second
-	o.Logger = slog.New(slog.DiscardHandler)
+	o.Logger = quietLogger()
 	return o
 }
+
+// quietLogger discards the store's messages.
+func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 // MustOpen opens a store with opts and closes it when the test ends.
 func MustOpen(tb testing.TB, opts etcd.Options) *etcd.Store {
