@@ -125,7 +125,10 @@ func ParseURL(dsn string) (Options, error) {
 	if u.Scheme != "postgres" && u.Scheme != "postgresql" {
 		return o, fmt.Errorf("postgres: DSN scheme %q: want postgres:// or postgresql://", u.Scheme)
 	}
-	q := u.Query()
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return o, fmt.Errorf("postgres: DSN query: %w", err)
+	}
 	if v, ok := q[paramSchema]; ok {
 		o.Schema = last(v)
 	}
