@@ -151,6 +151,11 @@ func decodeRecord(h spent.Hash, v []byte) (spent.Record, error) {
 	if flags&^knownFlags != 0 {
 		return spent.Record{}, fmt.Errorf("%w: record flags %#x", ErrCorrupt, flags)
 	}
+	for _, off := range []int{offExpires, offLease, offFirstSeen} {
+		if ns := binary.BigEndian.Uint32(v[off+8:]); ns >= 1e9 {
+			return spent.Record{}, fmt.Errorf("%w: nanosecond %d", ErrCorrupt, ns)
+		}
+	}
 	nl := int(v[offNSLen])
 	rl := int(binary.BigEndian.Uint16(v[offRawLen:]))
 	pl := int(binary.BigEndian.Uint16(v[offPlaceLen:]))
