@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -121,6 +122,9 @@ func (s *Store) check(ctx context.Context) error {
 	ok := 0
 	var failed []string
 	for _, a := range answers {
+		if isAuthError(a.err) {
+			return fmt.Errorf("etcd: open: %s: %w", a.ep, a.err)
+		}
 		if a.err != nil {
 			failed = append(failed, fmt.Sprintf("%s: %v", a.ep, a.err))
 			continue
@@ -144,6 +148,17 @@ func (s *Store) check(ctx context.Context) error {
 		s.log.Warn("etcd: a member did not answer the start-up check; the store runs on the others", "error", f)
 	}
 	return nil
+}
+
+// isAuthError reports whether err is etcd refusing the credentials, which
+// no other member would accept either.
+func isAuthError(err error) bool {
+	for _, e := range []error{rpctypes.ErrUserEmpty, rpctypes.ErrAuthFailed, rpctypes.ErrPermissionDenied, rpctypes.ErrInvalidAuthToken} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // checkFormat writes the format marker under a new prefix, and refuses a

@@ -49,6 +49,7 @@ package etcdtest
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -90,6 +91,7 @@ const startTimeout = 60 * time.Second
 // Cluster is a running etcd cluster whose members are child processes.
 type Cluster struct {
 	root    string // temporary directory: the binary, and each member's data and log
+	opts    Options
 	bin     string
 	builtin bool // bin is the member command, which takes feature gates
 	members []*Member
@@ -116,7 +118,9 @@ type Member struct {
 }
 
 // Endpoint returns the member's client endpoint as host:port.
-func (m *Member) Endpoint() string { return strings.TrimPrefix(m.ClientURL, "http://") }
+func (m *Member) Endpoint() string {
+	return strings.TrimPrefix(strings.TrimPrefix(m.ClientURL, "http://"), "https://")
+}
 
 // ErrNoEtcd is returned by [StartCluster] when no etcd can be run: there is
 // no Go toolchain to build the member command, and SPENT_ETCD_BINARY is not
@@ -180,11 +184,25 @@ func Main(m *testing.M) {
 	os.Exit(code)
 }
 
+// Options are the settings of a cluster that [StartWith] starts.
+type Options struct {
+	// CertFile and KeyFile, when both set, name the PEM certificate and
+	// key the members serve client connections with: the client URLs are
+	// then https. Peers still talk plaintext.
+	CertFile, KeyFile string
+}
+
 // Start starts a cluster of n members for tb alone, and stops it when tb
 // ends. Errors are reported as [Shared] reports them.
 func Start(tb testing.TB, n int) *Cluster {
 	tb.Helper()
-	c, err := StartCluster(n)
+	return StartWith(tb, n, Options{})
+}
+
+// StartWith is [Start] with options.
+func StartWith(tb testing.TB, n int, o Options) *Cluster {
+	tb.Helper()
+	c, err := StartClusterWith(n, o)
 	if err != nil {
 		fail(tb, err)
 	}
@@ -204,7 +222,10 @@ func fail(tb testing.TB, err error) {
 // StartCluster starts a cluster of n members in a new temporary directory,
 // and waits until it has a leader and every member answers. [Cluster.Stop]
 // kills the members and removes the directory.
-func StartCluster(n int) (*Cluster, error) {
+func StartCluster(n int) (*Cluster, error) { return StartClusterWith(n, Options{}) }
+
+// StartClusterWith is [StartCluster] with options.
+func StartClusterWith(n int, o Options) (*Cluster, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("etcdtest: %d members: want at least 1", n)
 	}
@@ -214,7 +235,7 @@ func StartCluster(n int) (*Cluster, error) {
 		if err != nil {
 			return nil, err
 		}
-		c := &Cluster{root: root}
+		c := &Cluster{root: root, opts: o}
 		if err := c.binary(); err != nil {
 			os.RemoveAll(root)
 			return nil, err
@@ -280,7 +301,7 @@ func (c *Cluster) start(n, attempt int) error {
 	for i := range n {
 		m := &Member{
 			Name:      "m" + strconv.Itoa(i),
-			ClientURL: "http://127.0.0.1:" + strconv.Itoa(ports[2*i]),
+			ClientURL: c.clientScheme() + "://127.0.0.1:" + strconv.Itoa(ports[2*i]),
 			PeerURL:   "http://127.0.0.1:" + strconv.Itoa(ports[2*i+1]),
 		}
 		m.Dir = filepath.Join(root, m.Name)
@@ -301,6 +322,9 @@ func (c *Cluster) start(n, attempt int) error {
 			"--initial-cluster-token", token,
 			"--log-level", "warn",
 		}
+		if c.tls() {
+			m.args = append(m.args, "--cert-file", c.opts.CertFile, "--key-file", c.opts.KeyFile)
+		}
 		if c.builtin {
 			m.args = append(m.args, "--feature-gates", "LeaseCheckpoint=true,LeaseCheckpointPersist=true")
 		}
@@ -311,6 +335,15 @@ func (c *Cluster) start(n, attempt int) error {
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
 	return c.WaitHealthy(ctx)
+}
+
+func (c *Cluster) tls() bool { return c.opts.CertFile != "" && c.opts.KeyFile != "" }
+
+func (c *Cluster) clientScheme() string {
+	if c.tls() {
+		return "https"
+	}
+	return "http"
 }
 
 // launch starts m's process with its arguments.
@@ -369,7 +402,7 @@ func (c *Cluster) Running(i int) bool {
 // Client returns a client connected to every member, closed when tb ends.
 func (c *Cluster) Client(tb testing.TB) *clientv3.Client {
 	tb.Helper()
-	cli, err := newClient(c.Endpoints())
+	cli, err := c.newClient()
 	if err != nil {
 		tb.Fatalf("etcdtest: client: %v", err)
 	}
@@ -377,12 +410,18 @@ func (c *Cluster) Client(tb testing.TB) *clientv3.Client {
 	return cli
 }
 
-func newClient(eps []string) (*clientv3.Client, error) {
-	return clientv3.New(clientv3.Config{
-		Endpoints:   eps,
+// newClient returns a client of every member. Over TLS it does not verify
+// the members' certificates: it only checks their health.
+func (c *Cluster) newClient() (*clientv3.Client, error) {
+	cfg := clientv3.Config{
+		Endpoints:   c.Endpoints(),
 		DialTimeout: 5 * time.Second,
 		Logger:      zap.NewNop(),
-	})
+	}
+	if c.tls() {
+		cfg.TLS = &tls.Config{InsecureSkipVerify: true}
+	}
+	return clientv3.New(cfg)
 }
 
 // status asks member i for its status.
@@ -396,7 +435,7 @@ func (c *Cluster) status(ctx context.Context, cli *clientv3.Client, i int) (*cli
 // leader, itself a running member. It fails early when a member's process
 // exits without Kill.
 func (c *Cluster) WaitHealthy(ctx context.Context) error {
-	cli, err := newClient(c.Endpoints())
+	cli, err := c.newClient()
 	if err != nil {
 		return err
 	}
@@ -456,7 +495,7 @@ func (c *Cluster) healthy(ctx context.Context, cli *clientv3.Client) error {
 // Leader returns the index of the member that is leader now, as the running
 // members report it.
 func (c *Cluster) Leader(ctx context.Context) (int, error) {
-	cli, err := newClient(c.Endpoints())
+	cli, err := c.newClient()
 	if err != nil {
 		return -1, err
 	}
