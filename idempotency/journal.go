@@ -1,0 +1,167 @@
+package idempotency
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Journal keeps requests on disk from before their first send until their
+// outcome is known, so that a process that restarts can send them again
+// with the same key instead of inventing a new one (which could pay twice).
+// Give it to [ClientOptions].Journal; after a restart, [Journal.Pending]
+// lists what to [Client.Resume].
+//
+// Each request is one file, written atomically: a temporary file is
+// written and fsynced, renamed into place, and the directory fsynced, so
+// that after a crash a request is either wholly in the journal or not at
+// all. Files are mode 0600: they hold the request's headers, credentials
+// included. A Journal is safe for concurrent use, but one directory must
+// belong to one process at a time.
+type Journal struct {
+	dir string
+}
+
+// JournalEntry is one journaled request.
+type JournalEntry struct {
+	// Key is the request's idempotency key.
+	Key string `json:"key"`
+	// Method, URL, Header and Body are the request as first sent.
+	Method string      `json:"method"`
+	URL    string      `json:"url"`
+	Header http.Header `json:"header"`
+	Body   []byte      `json:"body"`
+	// Created is when the request was journaled.
+	Created time.Time `json:"created"`
+}
+
+// OpenJournal opens (creating it, mode 0700, if need be) the journal in
+// dir and removes temporary files a crash left behind.
+func OpenJournal(dir string) (*Journal, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("idempotency: journal: %w", err)
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("idempotency: journal: %w", err)
+	}
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), ".tmp-") {
+			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
+				return nil, fmt.Errorf("idempotency: journal: %w", err)
+			}
+		}
+	}
+	return &Journal{dir: dir}, nil
+}
+
+func (j *Journal) path(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return filepath.Join(j.dir, "k-"+hex.EncodeToString(sum[:16])+".json")
+}
+
+// Save writes e durably, replacing any entry with the same key. When Save
+// returns nil the entry survives a crash of the process or the machine.
+func (j *Journal) Save(e JournalEntry) error {
+	b, err := json.Marshal(e)
+	if err != nil {
+		return fmt.Errorf("idempotency: journal: %w", err)
+	}
+	f, err := os.CreateTemp(j.dir, ".tmp-*")
+	if err != nil {
+		return fmt.Errorf("idempotency: journal: %w", err)
+	}
+	tmp := f.Name()
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return fmt.Errorf("idempotency: journal: %w", err)
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return fmt.Errorf("idempotency: journal: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return fmt.Errorf("idempotency: journal: sync: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("idempotency: journal: %w", err)
+	}
+	if err := os.Rename(tmp, j.path(e.Key)); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("idempotency: journal: %w", err)
+	}
+	return j.syncDir()
+}
+
+// Remove forgets the entry of key, durably. Removing an absent entry is not
+// an error.
+func (j *Journal) Remove(key string) error {
+	if err := os.Remove(j.path(key)); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return fmt.Errorf("idempotency: journal: %w", err)
+	}
+	return j.syncDir()
+}
+
+func (j *Journal) syncDir() error {
+	d, err := os.Open(j.dir)
+	if err != nil {
+		return fmt.Errorf("idempotency: journal: %w", err)
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("idempotency: journal: sync dir: %w", err)
+	}
+	return nil
+}
+
+// Pending returns the journaled requests whose outcome is not known yet,
+// oldest first.
+func (j *Journal) Pending() ([]JournalEntry, error) {
+	ents, err := os.ReadDir(j.dir)
+	if err != nil {
+		return nil, fmt.Errorf("idempotency: journal: %w", err)
+	}
+	var out []JournalEntry
+	for _, de := range ents {
+		name := de.Name()
+		if !strings.HasPrefix(name, "k-") || !strings.HasSuffix(name, ".json") {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(j.dir, name))
+		if err != nil {
+			return nil, fmt.Errorf("idempotency: journal: %w", err)
+		}
+		var e JournalEntry
+		if err := json.Unmarshal(b, &e); err != nil {
+			return nil, fmt.Errorf("idempotency: journal: %s: %w", name, err)
+		}
+		out = append(out, e)
+	}
+	sort.Slice(out, func(a, b int) bool {
+		if !out[a].Created.Equal(out[b].Created) {
+			return out[a].Created.Before(out[b].Created)
+		}
+		return out[a].Key < out[b].Key
+	})
+	return out, nil
+}
