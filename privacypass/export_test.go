@@ -67,3 +67,6 @@ func BlindSignForTest(sk *rsa.PrivateKey, blinded []byte) ([]byte, error) {
 	}
 	return s.BlindSign(blinded)
 }
+
+// LedgerKey is the ledger key a token is spent under.
+func LedgerKey(t *Token) string { return ledgerKey(t) }

@@ -85,6 +85,10 @@ type Keyring struct {
 	rotMu   sync.Mutex // one rotation at a time in this process
 	snap    atomic.Pointer[keySnapshot]
 	kicking atomic.Bool
+
+	bgMu   sync.Mutex
+	bg     sync.WaitGroup // background rotations started by kick
+	closed bool
 }
 
 // keySnapshot is an immutable view of the keys.
@@ -385,7 +389,15 @@ func (k *Keyring) kick(now time.Time) {
 	if k.complete(k.snap.Load(), now) || !k.kicking.CompareAndSwap(false, true) {
 		return
 	}
+	k.bgMu.Lock()
+	defer k.bgMu.Unlock()
+	if k.closed {
+		k.kicking.Store(false)
+		return
+	}
+	k.bg.Add(1)
 	go func() {
+		defer k.bg.Done()
 		defer k.kicking.Store(false)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
@@ -393,6 +405,16 @@ func (k *Keyring) kick(now time.Time) {
 			k.log.Error("privacypass: key rotation failed", "err", err)
 		}
 	}()
+}
+
+// Close waits for a background rotation that is under way and stops
+// starting new ones. Lookups keep working on the keys loaded.
+func (k *Keyring) Close() error {
+	k.bgMu.Lock()
+	k.closed = true
+	k.bgMu.Unlock()
+	k.bg.Wait()
+	return nil
 }
 
 // Run rotates (or, read-only, reloads) the keys every interval until ctx

@@ -99,6 +99,10 @@ func (s *Server) Origin() *Origin { return s.origin }
 // rotation in the background and is answered 503 meanwhile.
 func (s *Server) Run(ctx context.Context) { s.keys.Run(ctx, 0) }
 
+// Close waits for background key rotations to finish. The handlers keep
+// answering with the keys loaded.
+func (s *Server) Close() error { return s.keys.Close() }
+
 // Register mounts the three endpoints on mux: GET DirectoryPath, POST
 // cfg.RequestPath and POST RedeemPath.
 func (s *Server) Register(mux *http.ServeMux) {
