@@ -1,0 +1,196 @@
+package redis_test
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/hex"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/spentledger/spent"
+	"github.com/spentledger/spent/internal/redistest"
+)
+
+// Every benchmark claims fresh random keys on one durable server
+// (appendonly yes, appendfsync always) and reports claims/s. bench/redis.sh
+// starts that server, runs redis-benchmark on it, and passes its address in
+// SPENT_REDIS_BENCH_ADDR; without it, the benchmark starts its own.
+
+// benchTTL is the expiry of a claim: 30 h, a token key's life (108000 s).
+const benchTTL = 30 * time.Hour
+
+// benchConcurrency is the number of goroutines claiming at once, matching
+// redis-benchmark -c 50.
+const benchConcurrency = 50
+
+// benchOp returns a one-step claim of a fresh random key, the size of a
+// ticket-gate record, made now.
+func benchOp(rng *rand.Rand, seq uint64) spent.ClaimOp {
+	now := time.Now()
+	var h spent.Hash
+	binary.LittleEndian.PutUint64(h[:8], rng.Uint64())
+	binary.LittleEndian.PutUint64(h[8:], rng.Uint64())
+	return spent.ClaimOp{Now: now, Record: spent.Record{
+		Namespace: "tickets", Key: h, FirstSeen: now, Place: "gate-12",
+		State: spent.StateComplete, Result: []byte{}, ExpiresAt: now.Add(benchTTL),
+		Seq: spent.Seq{Node: 1, Counter: seq},
+	}}
+}
+
+// runClaimers runs b.N claims from workers goroutines and reports claims/s.
+func runClaimers(b *testing.B, workers int, claim func(rng *rand.Rand, seq uint64) error) {
+	b.Helper()
+	var next atomic.Int64
+	var seqs atomic.Uint64
+	var wg sync.WaitGroup
+	cpu := cpuTime()
+	b.ResetTimer()
+	for w := range workers {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(w), uint64(time.Now().UnixNano())))
+			for next.Add(1) <= int64(b.N) {
+				if err := claim(rng, seqs.Add(1)); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b.StopTimer()
+	reportRate(b, b.N, cpu)
+}
+
+// runBatches runs b.N claims in batches of size from callers goroutines.
+func runBatches(b *testing.B, callers, size int, claim func(rng *rand.Rand, seqs *atomic.Uint64, n int) error) {
+	b.Helper()
+	var next atomic.Int64
+	var seqs atomic.Uint64
+	var wg sync.WaitGroup
+	cpu := cpuTime()
+	b.ResetTimer()
+	for c := range callers {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(c), uint64(time.Now().UnixNano())))
+			for {
+				n := int(min(int64(size), int64(b.N)-(next.Add(int64(size))-int64(size))))
+				if n <= 0 {
+					return
+				}
+				if err := claim(rng, &seqs, n); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b.StopTimer()
+	reportRate(b, b.N, cpu)
+}
+
+// cpuTime returns the CPU time this process has used (the client's share;
+// the server's is not in it).
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func reportRate(b *testing.B, n int, cpuBefore time.Duration) {
+	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "claims/s")
+	b.ReportMetric(float64(cpuTime()-cpuBefore)/1e3/float64(n), "client-cpu-µs/claim")
+}
+
+// benchAddr returns the server to benchmark on.
+func benchAddr(b *testing.B) string {
+	if addr := os.Getenv("SPENT_REDIS_BENCH_ADDR"); addr != "" {
+		return addr
+	}
+	return redistest.Start(b).Addr
+}
+
+// BenchmarkClaim compares, on one server in one run, spent's store with the
+// bare engine: Claim from 50 goroutines against SET key val NX EX 108000
+// from 50 goroutines (the same client options, so the same pool of
+// connections), the whole ledger claim path from 50 goroutines, and
+// ClaimBatch in batches of 100 against the bare SET NX EX pipelined by 100.
+func BenchmarkClaim(b *testing.B) {
+	addr := benchAddr(b)
+	opts := serverOptions(addr, "bench "+strconv.FormatInt(time.Now().UnixNano(), 10))
+	ctx := context.Background()
+	s := MustOpen(b, opts)
+	bare := goredis.NewClient(&goredis.Options{
+		Addr: addr, PoolSize: opts.PoolSize, DialTimeout: opts.DialTimeout, ReadTimeout: opts.ReadTimeout,
+		WriteTimeout: opts.WriteTimeout, ContextTimeoutEnabled: true, DisableIdentity: true,
+	})
+	b.Cleanup(func() { bare.Close() })
+	bareKey := func(rng *rand.Rand) string {
+		var k [16]byte
+		binary.LittleEndian.PutUint64(k[:8], rng.Uint64())
+		binary.LittleEndian.PutUint64(k[8:], rng.Uint64())
+		return opts.Prefix + "bare:" + hex.EncodeToString(k[:])
+	}
+	c := "c" + strconv.Itoa(benchConcurrency)
+
+	b.Run("BareSETNX/"+c, func(b *testing.B) {
+		runClaimers(b, benchConcurrency, func(rng *rand.Rand, _ uint64) error {
+			return bare.SetNX(ctx, bareKey(rng), "val", benchTTL).Err()
+		})
+	})
+	b.Run("Store/"+c, func(b *testing.B) {
+		runClaimers(b, benchConcurrency, func(rng *rand.Rand, seq uint64) error {
+			_, err := s.Claim(ctx, benchOp(rng, seq))
+			return err
+		})
+	})
+	b.Run("Ledger/"+c, func(b *testing.B) {
+		cfg := spent.DefaultConfig()
+		cfg.Secret = make([]byte, spent.MinSecretLen)
+		cfg.Namespaces = map[string]spent.Policy{"tickets": {
+			Mode: spent.ModeRefuse, Retention: benchTTL, Lease: time.Minute, OnLeaseExpiry: spent.Hold,
+		}}
+		l, err := spent.NewLedger(ctx, s, cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		runClaimers(b, benchConcurrency, func(rng *rand.Rand, _ uint64) error {
+			var key [16]byte
+			binary.LittleEndian.PutUint64(key[:8], rng.Uint64())
+			binary.LittleEndian.PutUint64(key[8:], rng.Uint64())
+			_, err := l.Claim(ctx, spent.Claim{Namespace: "tickets", Key: string(key[:]), Place: "gate-12", Result: []byte{}})
+			return err
+		})
+	})
+	for _, callers := range []int{1, 4} {
+		b.Run("BareSETNXPipeline100/callers"+strconv.Itoa(callers), func(b *testing.B) {
+			runBatches(b, callers, 100, func(rng *rand.Rand, _ *atomic.Uint64, n int) error {
+				pipe := bare.Pipeline()
+				for range n {
+					pipe.SetNX(ctx, bareKey(rng), "val", benchTTL)
+				}
+				_, err := pipe.Exec(ctx)
+				return err
+			})
+		})
+		b.Run("StoreBatch100/callers"+strconv.Itoa(callers), func(b *testing.B) {
+			runBatches(b, callers, 100, func(rng *rand.Rand, seqs *atomic.Uint64, n int) error {
+				ops := make([]spent.ClaimOp, n)
+				for i := range ops {
+					ops[i] = benchOp(rng, seqs.Add(1))
+				}
+				_, err := s.ClaimBatch(ctx, ops)
+				return err
+			})
+		})
+	}
+}
