@@ -144,8 +144,18 @@ var shared struct {
 // set; when the cluster fails to start, it fails tb (and every later caller).
 func Shared(tb testing.TB) []string {
 	tb.Helper()
+	eps, err := SharedEndpoints()
+	if err != nil {
+		fail(tb, err)
+	}
+	return eps
+}
+
+// SharedEndpoints is [Shared] for code that has no testing.TB, such as an
+// Example: it returns the error for which Shared would skip or fail.
+func SharedEndpoints() ([]string, error) {
 	if v := os.Getenv(EnvEndpoints); v != "" {
-		return strings.Split(v, ",")
+		return strings.Split(v, ","), nil
 	}
 	shared.mu.Lock()
 	defer shared.mu.Unlock()
@@ -156,9 +166,9 @@ func Shared(tb testing.TB) []string {
 		}
 	}
 	if shared.err != nil {
-		fail(tb, shared.err)
+		return nil, shared.err
 	}
-	return shared.cluster.Endpoints()
+	return shared.cluster.Endpoints(), nil
 }
 
 // StopShared stops the cluster [Shared] started, if any, and removes its
