@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -64,6 +65,26 @@ func checkDurable(ctx context.Context, c *goredis.Client) []string {
 			"set maxmemory-policy noeviction (a full server then refuses claims instead)", policy, maxmem)
 	}
 	return problems
+}
+
+// checkVersion refuses a server older than Redis 7.0, which lacks SET with
+// both NX and GET.
+func checkVersion(ctx context.Context, c *goredis.Client) error {
+	info, err := c.Info(ctx, "server").Result()
+	if err != nil {
+		return nil // INFO may be disabled; an old server then fails the first claim
+	}
+	for _, line := range strings.Split(info, "\n") {
+		v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:")
+		if !ok {
+			continue
+		}
+		major, _, _ := strings.Cut(v, ".")
+		if n, err := strconv.Atoi(major); err == nil && n < 7 {
+			return fmt.Errorf("%s runs Redis %s: the store needs Redis 7.0 or later", c.Options().Addr, v)
+		}
+	}
+	return nil
 }
 
 // checkNotCluster refuses a cluster node opened as a single server: most

@@ -10,12 +10,13 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 )
 
-// call is one script run on the keys of one hash tag.
+// call is one script run on the keys of one hash tag, or (with no script)
+// one plain command on one key.
 type call struct {
-	route string // a key of the call: its slot picks the primary
-	scr   *script
+	route string  // a key of the call: its slot picks the primary
+	scr   *script // nil for a plain command
 	keys  []string
-	args  []any
+	args  []any // the script's arguments, or the whole plain command
 	cmd   *goredis.Cmd
 }
 
@@ -32,8 +33,14 @@ type once struct{ *goredis.Cmd }
 // NoRetry tells go-redis not to resend the command.
 func (once) NoRetry() bool { return true }
 
-// command builds the EVALSHA (or, with eval, EVAL) command of c.
+// command builds the EVALSHA (or, with eval, EVAL) command of c, or its
+// plain command.
 func (c *call) command(ctx context.Context, eval bool) goredis.Cmder {
+	if c.scr == nil {
+		c.cmd = goredis.NewCmd(ctx, c.args...)
+		c.cmd.SetFirstKeyPos(1)
+		return once{c.cmd}
+	}
 	args := make([]any, 0, 3+len(c.keys)+len(c.args))
 	if eval {
 		args = append(args, "eval", c.scr.src)
@@ -61,6 +68,7 @@ func isNoScript(err error) bool {
 // the calls is followed by WAIT on the same connection; a shortfall is
 // returned (wrapping ErrNotReplicated) only when every call succeeded, so
 // that the caller can tell whether it wrote anything that needed the WAIT.
+// A nil reply is no error: its call's Err is goredis.Nil.
 func (s *Store) exec(ctx context.Context, calls []*call, wait bool) error {
 	run := s.run
 	if wait && s.opts.WaitReplicas > 0 {
@@ -80,7 +88,7 @@ func (s *Store) exec(ctx context.Context, calls []*call, wait bool) error {
 		if c.cmd == nil {
 			return errors.Join(err, errors.New("script not sent"))
 		}
-		if err := c.cmd.Err(); err != nil {
+		if err := c.cmd.Err(); err != nil && !errors.Is(err, goredis.Nil) {
 			return err
 		}
 	}

@@ -113,6 +113,9 @@ func (s *Store) init(ctx context.Context) error {
 	}
 	var problems []string
 	for _, n := range nodes {
+		if err := checkVersion(ctx, n); err != nil {
+			return fmt.Errorf("redis: open: %w", err)
+		}
 		if !s.opts.Cluster {
 			if err := checkNotCluster(ctx, n); err != nil {
 				return fmt.Errorf("redis: open: %w", err)
@@ -205,15 +208,21 @@ func (s *Store) enter(op string) error {
 // timeArgs returns t as the (second, nanosecond) pair the scripts compare.
 func timeArgs(t time.Time) (int64, int64) { return t.Unix(), int64(t.Nanosecond()) }
 
-// claimCall builds the script call of op, which must be valid.
-func (s *Store) claimCall(op *spent.ClaimOp) (*call, error) {
+// encodeClaim validates op and returns its stored record.
+func encodeClaim(op *spent.ClaimOp) ([]byte, error) {
+	if err := op.Record.Validate(); err != nil {
+		return nil, err
+	}
+	if err := checkEncodable(&op.Record); err != nil {
+		return nil, err
+	}
+	return encodeRecord(&op.Record), nil
+}
+
+// claimScript returns the claim script's call for op, whose stored record
+// is blob.
+func (s *Store) claimScript(op *spent.ClaimOp, blob []byte) *call {
 	r := &op.Record
-	if err := r.Validate(); err != nil {
-		return nil, err
-	}
-	if err := checkEncodable(r); err != nil {
-		return nil, err
-	}
 	m := member(&r.Key)
 	key := s.ks.recordKey(&r.Key, m)
 	sec, nsec := timeArgs(op.Now)
@@ -226,62 +235,137 @@ func (s *Store) claimCall(op *spent.ClaimOp) (*call, error) {
 		lease = r.LeaseUntil.UnixMilli()
 	}
 	return s.call(key, scriptClaim, []string{key, s.ks.pending[r.Key[0]], s.ks.expiry[r.Key[0]]},
-		encodeRecord(r), sec, nsec, retake, ceilMilli(r.ExpiresAt), lease, m), nil
+		blob, sec, nsec, retake, ceilMilli(r.ExpiresAt), lease, m)
 }
 
-// claimResult turns the reply of a claim script into the result of op.
-func claimResult(op *spent.ClaimOp, c *call) (spent.ClaimResult, error) {
+// claimFast returns the call of the fast path for a one-step claim: SET
+// key blob NX GET PXAT expiry, one atomic command that writes the record if
+// no record is stored (a complete record needs no pending index), and
+// otherwise returns the stored one. A stored record that is free by the
+// ledger's clock is left for the claim script to replace.
+func (s *Store) claimFast(op *spent.ClaimOp, blob []byte) *call {
+	key := s.ks.recordKey(&op.Record.Key, member(&op.Record.Key))
+	return &call{route: key, args: []any{"set", key, blob, "nx", "get", "pxat", ceilMilli(op.Record.ExpiresAt)}}
+}
+
+// claimResult turns the reply of a claim call into op's result. again
+// reports a fast call that found a record free at op.Now: only the claim
+// script may replace it.
+func claimResult(op *spent.ClaimOp, c *call) (res spent.ClaimResult, again bool, err error) {
+	fast := c.scr == nil
+	if fast && errors.Is(c.cmd.Err(), goredis.Nil) {
+		return spent.ClaimResult{Inserted: true, Record: op.Record}, false, nil
+	}
 	switch v := c.cmd.Val().(type) {
 	case int64:
-		if v == 1 {
-			return spent.ClaimResult{Inserted: true, Record: op.Record}, nil
+		if v == 1 && !fast {
+			return spent.ClaimResult{Inserted: true, Record: op.Record}, false, nil
 		}
 	case string:
 		r, err := decodeRecord(op.Record.Key, []byte(v))
 		if err != nil {
-			return spent.ClaimResult{}, err
+			return spent.ClaimResult{}, false, err
 		}
-		// A record carrying op's own seq was written by op: the script ran
+		// A record carrying op's own seq was written by op: the call ran
 		// twice (a resend after a lost reply), and the first run inserted.
-		return spent.ClaimResult{Inserted: r.Seq == op.Record.Seq, Record: r}, nil
+		if r.Seq == op.Record.Seq {
+			return spent.ClaimResult{Inserted: true, Record: r}, false, nil
+		}
+		if fast && spent.FreeAt(&r, op.Now, op.Retake) {
+			return spent.ClaimResult{}, true, nil
+		}
+		return spent.ClaimResult{Record: r}, false, nil
 	}
-	return spent.ClaimResult{}, fmt.Errorf("%w: claim script answered %T %v", ErrCorrupt, c.cmd.Val(), c.cmd.Val())
+	return spent.ClaimResult{}, false, fmt.Errorf("%w: claim answered %T %v", ErrCorrupt, c.cmd.Val(), c.cmd.Val())
 }
 
-// Claim implements [spent.Store] with one script run: read the key, judge
-// it by op.Now, and write the record with its expiry (PXAT) if it is free.
-// The answer comes after the server has written it to its append-only file
-// (with appendfsync always, before any reply of the same event loop), and,
-// with Options.WaitReplicas, after the replicas acknowledged it.
+// claim runs the calls of ops (calls[i] is the call of ops[i]; blobs[i] its
+// stored record), then the claim script for the ops whose fast call found a
+// free record, in order. A replica shortfall fails the claims only when
+// one of them wrote.
+func (s *Store) claim(ctx context.Context, ops []spent.ClaimOp, blobs [][]byte, calls []*call) ([]spent.ClaimResult, error) {
+	short := s.exec(ctx, calls, true)
+	if short != nil && !errors.Is(short, ErrNotReplicated) {
+		return nil, short
+	}
+	out := make([]spent.ClaimResult, len(ops))
+	var again []int
+	wrote := false
+	for i := range ops {
+		res, retry, err := claimResult(&ops[i], calls[i])
+		if err != nil {
+			return nil, fmt.Errorf("op %d: %w", i, err)
+		}
+		if retry {
+			again = append(again, i)
+			continue
+		}
+		out[i] = res
+		wrote = wrote || res.Inserted
+	}
+	if len(again) > 0 {
+		scripts := make([]*call, len(again))
+		for j, i := range again {
+			scripts[j] = s.claimScript(&ops[i], blobs[i])
+		}
+		err := s.exec(ctx, scripts, true)
+		if err != nil && !errors.Is(err, ErrNotReplicated) {
+			return nil, err
+		}
+		short = errors.Join(short, err)
+		for j, i := range again {
+			res, _, err := claimResult(&ops[i], scripts[j])
+			if err != nil {
+				return nil, fmt.Errorf("op %d: %w", i, err)
+			}
+			out[i] = res
+			wrote = wrote || res.Inserted
+		}
+	}
+	if short != nil && wrote {
+		// Only a write of these claims needs the replicas: an answer from a
+		// record found is no write of ours.
+		return nil, short
+	}
+	return out, nil
+}
+
+// Claim implements [spent.Store]. A one-step claim of a key with no stored
+// record is one SET NX GET with PXAT at its expiry; anything else (a
+// pending record, a key whose stored record is free by op.Now, a lease
+// takeover) is one run of the claim script, which reads the key, judges it
+// by op.Now and writes the record if it is free. Each is atomic. The answer
+// comes after the server has written it to its append-only file (with
+// appendfsync always, before any reply of the same event loop), and, with
+// Options.WaitReplicas, after the replicas acknowledged it.
 func (s *Store) Claim(ctx context.Context, op spent.ClaimOp) (spent.ClaimResult, error) {
 	if err := s.enter("claim"); err != nil {
 		return spent.ClaimResult{}, err
 	}
-	c, err := s.claimCall(&op)
+	blob, err := encodeClaim(&op)
 	if err != nil {
 		return spent.ClaimResult{}, fmt.Errorf("redis: claim: %w", err)
 	}
-	err = s.exec(ctx, []*call{c}, true)
-	if err != nil && !errors.Is(err, ErrNotReplicated) {
+	var c *call
+	if op.Record.State == spent.StateComplete {
+		c = s.claimFast(&op, blob)
+	} else {
+		c = s.claimScript(&op, blob)
+	}
+	out, err := s.claim(ctx, []spent.ClaimOp{op}, [][]byte{blob}, []*call{c})
+	if err != nil {
 		return spent.ClaimResult{}, s.fail("claim", err)
 	}
-	res, perr := claimResult(&op, c)
-	if perr != nil {
-		return spent.ClaimResult{}, s.fail("claim", perr)
-	}
-	if err != nil && res.Inserted {
-		// Only a write of this claim needs the replicas: an answer from a
-		// record found is no write of ours.
-		return spent.ClaimResult{}, s.fail("claim", err)
-	}
-	return res, nil
+	return out[0], nil
 }
 
-// ClaimBatch implements [spent.Store]: one script run per op, all sent in
-// one pipeline (in a cluster, one pipeline per primary, in parallel). Ops on
-// one key go to one server in order, so each sees the earlier ones. A
-// malformed op rejects the batch before anything is sent. An error from any
-// op fails the batch, leaving the outcome of every op unknown.
+// ClaimBatch implements [spent.Store]: the calls of Claim, all sent in one
+// pipeline (in a cluster, one pipeline per primary, in parallel), then, in
+// a second pipeline, the scripts of the ops that found a free record. Ops on
+// a key that occurs more than once in the batch all run the claim script, in
+// order, on one server, so each sees the earlier ones. A malformed op
+// rejects the batch before anything is sent. An error from any op fails the
+// batch, leaving the outcome of every op unknown.
 func (s *Store) ClaimBatch(ctx context.Context, ops []spent.ClaimOp) ([]spent.ClaimResult, error) {
 	if err := s.enter("claim batch"); err != nil {
 		return nil, err
@@ -289,29 +373,26 @@ func (s *Store) ClaimBatch(ctx context.Context, ops []spent.ClaimOp) ([]spent.Cl
 	if len(ops) == 0 {
 		return []spent.ClaimResult{}, nil
 	}
-	calls := make([]*call, len(ops))
+	blobs := make([][]byte, len(ops))
+	seen := make(map[spent.Hash]int, len(ops))
 	for i := range ops {
-		c, err := s.claimCall(&ops[i])
+		b, err := encodeClaim(&ops[i])
 		if err != nil {
 			return nil, fmt.Errorf("redis: claim batch: op %d: %w", i, err)
 		}
-		calls[i] = c
+		blobs[i] = b
+		seen[ops[i].Record.Key]++
 	}
-	err := s.exec(ctx, calls, true)
-	if err != nil && !errors.Is(err, ErrNotReplicated) {
-		return nil, s.fail("claim batch", err)
-	}
-	out := make([]spent.ClaimResult, len(ops))
-	wrote := false
+	calls := make([]*call, len(ops))
 	for i := range ops {
-		r, perr := claimResult(&ops[i], calls[i])
-		if perr != nil {
-			return nil, s.fail("claim batch", fmt.Errorf("op %d: %w", i, perr))
+		if ops[i].Record.State == spent.StateComplete && seen[ops[i].Record.Key] == 1 {
+			calls[i] = s.claimFast(&ops[i], blobs[i])
+		} else {
+			calls[i] = s.claimScript(&ops[i], blobs[i])
 		}
-		out[i] = r
-		wrote = wrote || r.Inserted
 	}
-	if err != nil && wrote {
+	out, err := s.claim(ctx, ops, blobs, calls)
+	if err != nil {
 		return nil, s.fail("claim batch", err)
 	}
 	return out, nil

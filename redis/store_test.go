@@ -166,6 +166,61 @@ func testPendingIndexTrimmed(t *testing.T, s *redis.Store, zcard func(key string
 	}
 }
 
+// testBatchOverStoredFreeRecords checks the second round of ClaimBatch: a
+// one-step op whose key holds a record that is free by the ledger's clock
+// (expired, or pending past its lease under retake) is written by the claim
+// script, and an op whose key holds a live record gets that record.
+func testBatchOverStoredFreeRecords(t *testing.T, s *redis.Store) {
+	ctx := context.Background()
+	expired := oneStep(hashOf("stored expired"), 1)
+	expired.Record.ExpiresAt = t0.Add(time.Second)
+	lapsed := spent.ClaimOp{Now: t0, Record: spent.Record{
+		Namespace: "ns", Key: hashOf("stored lapsed lease"), FirstSeen: t0, Place: "p", State: spent.StatePending,
+		LeaseUntil: t0.Add(time.Second), ExpiresAt: t0.Add(time.Hour), Seq: spent.Seq{Node: 9, Counter: 2},
+	}}
+	live := oneStep(hashOf("stored live"), 3)
+	for _, op := range []spent.ClaimOp{expired, lapsed, live} {
+		if res, err := s.Claim(ctx, op); err != nil || !res.Inserted {
+			t.Fatalf("Claim: got %v, %v, want inserted", res.Inserted, err)
+		}
+	}
+	now := t0.Add(2 * time.Second)
+	at := func(op spent.ClaimOp, counter uint64, retake bool) spent.ClaimOp {
+		op.Now, op.Retake = now, retake
+		op.Record.State, op.Record.LeaseUntil, op.Record.Result = spent.StateComplete, time.Time{}, []byte("new")
+		op.Record.FirstSeen, op.Record.ExpiresAt = now, now.Add(time.Hour)
+		op.Record.Seq.Counter = counter
+		return op
+	}
+	ops := []spent.ClaimOp{at(expired, 11, false), at(lapsed, 12, true), at(live, 13, false), at(oneStep(hashOf("new key"), 0), 14, false)}
+	out, err := s.ClaimBatch(ctx, ops)
+	if err != nil {
+		t.Fatalf("ClaimBatch: %v", err)
+	}
+	for i, want := range []bool{true, true, false, true} {
+		if out[i].Inserted != want {
+			t.Fatalf("op %d: got inserted %v, want %v", i, out[i].Inserted, want)
+		}
+	}
+	if out[2].Record.Seq.Counter != 3 {
+		t.Fatalf("op 2: got the record of seq %v, want the live record of seq 3", out[2].Record.Seq)
+	}
+	for i, op := range ops {
+		r, err := s.Get(ctx, op.Record.Key, now)
+		want := op.Record.Seq.Counter
+		if i == 2 {
+			want = 3
+		}
+		if err != nil || r.Seq.Counter != want {
+			t.Fatalf("Get op %d: got seq %v, %v, want counter %d", i, r.Seq, err, want)
+		}
+	}
+	// The retaken pending record left the pending index.
+	if recs, err := s.ListPending(ctx, "", now, 10); err != nil || len(recs) != 0 {
+		t.Fatalf("ListPending: got %d records, %v, want none", len(recs), err)
+	}
+}
+
 // testClosed checks that calls after Close fail with spent.ErrClosed.
 func testClosed(t *testing.T, s *redis.Store) {
 	ctx := context.Background()
@@ -261,5 +316,6 @@ func commonTests(t *testing.T, open func(t *testing.T) *redis.Store, admin gored
 		testPendingIndexTrimmed(t, open(t), func(k string) (int64, error) { return admin.ZCard(ctx, k).Result() })
 	})
 	t.Run("ConcurrentBatches", func(t *testing.T) { testConcurrentBatches(t, open(t)) })
+	t.Run("BatchOverStoredFreeRecords", func(t *testing.T) { testBatchOverStoredFreeRecords(t, open(t)) })
 	t.Run("Closed", func(t *testing.T) { testClosed(t, open(t)) })
 }
