@@ -122,8 +122,9 @@ func benchAddr(b *testing.B) string {
 // BenchmarkClaim compares, on one server in one run, spent's store with the
 // bare engine: Claim from 50 goroutines against SET key val NX EX 108000
 // from 50 goroutines (the same client options, so the same pool of
-// connections), the whole ledger claim path from 50 goroutines, and
-// ClaimBatch in batches of 100 against the bare SET NX EX pipelined by 100.
+// connections); two-step claims, which run the claim script; the whole
+// ledger claim path; and ClaimBatch in batches of 100 against the bare
+// SET NX EX pipelined by 100.
 func BenchmarkClaim(b *testing.B) {
 	addr := benchAddr(b)
 	opts := serverOptions(addr, "bench "+strconv.FormatInt(time.Now().UnixNano(), 10))
@@ -150,6 +151,15 @@ func BenchmarkClaim(b *testing.B) {
 	b.Run("Store/"+c, func(b *testing.B) {
 		runClaimers(b, benchConcurrency, func(rng *rand.Rand, seq uint64) error {
 			_, err := s.Claim(ctx, benchOp(rng, seq))
+			return err
+		})
+	})
+	b.Run("StorePending/"+c, func(b *testing.B) {
+		// Two-step claims always run the claim script (the pending index).
+		runClaimers(b, benchConcurrency, func(rng *rand.Rand, seq uint64) error {
+			op := benchOp(rng, seq)
+			op.Record.State, op.Record.Result, op.Record.LeaseUntil = spent.StatePending, nil, op.Now.Add(time.Minute)
+			_, err := s.Claim(ctx, op)
 			return err
 		})
 	})

@@ -20,14 +20,19 @@
 //
 // # How it works
 //
-// Every operation is one Lua script (EVALSHA, with EVAL when a server lost
-// its script cache), so Redis runs it atomically: Claim reads the key,
-// judges the record found by the ledger's now, and writes the new record
-// with SET ... PXAT at its expiry, in one step. A record is one string value
-// in a compact binary form whose fixed header the scripts read. Redis
-// forgets each record at its expiry on its own (PXAT, rounded up to the
-// millisecond), so [Store.DeleteExpired] removes nothing; until then, every
-// read judges expiry by the ledger's clock, to the nanosecond.
+// Every operation is one atomic step on one server. A one-step claim of a
+// key with no stored record, the common case, is a single SET key record NX
+// GET PXAT expiry: it writes the record if the key is absent and returns the
+// stored record otherwise. Everything else is one Lua script (EVALSHA, with
+// EVAL when a server lost its script cache), which Redis runs atomically:
+// the claim script reads the key, judges the record found by the ledger's
+// now (expired, or a pending record whose lease may be retaken), and writes
+// the new record with SET ... PXAT in the same step; complete, release and
+// count are a script each. A record is one string value in a compact binary
+// form whose fixed header the scripts read. Redis forgets each record at its
+// expiry on its own (PXAT, rounded up to the millisecond), so
+// [Store.DeleteExpired] removes nothing; until then, every read judges
+// expiry by the ledger's clock, to the nanosecond.
 //
 // Keys are the hex of the record hashes, under a prefix ([Options.Prefix])
 // and a hash tag derived from the hash's first byte: 256 tags, chosen to sit
@@ -88,4 +93,9 @@
 //     microseconds; ListPending's scan is bounded by the pending records
 //     whose lease has run out. Throughput is bounded by one Redis thread
 //     per primary and by the disk's fsync latency; see BENCHMARKS.md.
+//   - Resharding a cluster while it serves can fail calls whose keys are
+//     being moved (TRYAGAIN); they fail closed, and the ledger retries
+//     nothing by itself.
+//   - Redis 7.0 or later is required (SET with NX and GET together). Sentinel
+//     is not supported: give the primary's address, or use a cluster.
 package redis
