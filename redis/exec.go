@@ -20,7 +20,7 @@ type call struct {
 	cmd   *goredis.Cmd
 }
 
-func (s *Store) call(route string, scr *script, keys []string, args ...any) *call {
+func newCall(route string, scr *script, keys []string, args ...any) *call {
 	return &call{route: route, scr: scr, keys: keys, args: args}
 }
 

@@ -47,8 +47,9 @@ var (
 	ErrNotReplicated = errors.New("redis: write not acknowledged by enough replicas")
 )
 
-// maxLimit bounds the counters of Count and the blocks of ReserveSeq: the
-// scripts count in doubles, exact below 2^53, and INCRBY in int64.
+// maxCountLimit and maxSeqBlock bound the counters of Count and the blocks
+// of ReserveSeq: the scripts count in doubles, exact below 2^53, and INCRBY
+// in int64.
 const (
 	maxCountLimit = 1 << 53
 	maxSeqBlock   = 1 << 62
@@ -141,7 +142,7 @@ func (s *Store) init(ctx context.Context) error {
 	}
 	// The layout key is written without WAIT: a replica that is down now
 	// fails the writes that need it, not the start.
-	c := s.call(s.ks.format, scriptFormat, []string{s.ks.format}, layout)
+	c := newCall(s.ks.format, scriptFormat, []string{s.ks.format}, layout)
 	if err := s.exec(ctx, []*call{c}, false); err != nil {
 		return fmt.Errorf("redis: open: %w", err)
 	}
@@ -234,7 +235,7 @@ func (s *Store) claimScript(op *spent.ClaimOp, blob []byte) *call {
 	if r.State == spent.StatePending {
 		lease = r.LeaseUntil.UnixMilli()
 	}
-	return s.call(key, scriptClaim, []string{key, s.ks.pending[r.Key[0]], s.ks.expiry[r.Key[0]]},
+	return newCall(key, scriptClaim, []string{key, s.ks.pending[r.Key[0]], s.ks.expiry[r.Key[0]]},
 		blob, sec, nsec, retake, ceilMilli(r.ExpiresAt), lease, m)
 }
 
@@ -424,7 +425,7 @@ func (s *Store) Complete(ctx context.Context, key spent.Hash, seq spent.Seq, res
 	m := member(&key)
 	rk := s.ks.recordKey(&key, m)
 	sec, nsec := timeArgs(now)
-	c := s.call(rk, scriptComplete, []string{rk, s.ks.pending[key[0]], s.ks.expiry[key[0]]},
+	c := newCall(rk, scriptComplete, []string{rk, s.ks.pending[key[0]], s.ks.expiry[key[0]]},
 		seqBytes(seq), result, sec, nsec, m, zeroLease)
 	werr := s.exec(ctx, []*call{c}, true)
 	if werr != nil && !errors.Is(werr, ErrNotReplicated) {
@@ -460,7 +461,7 @@ func (s *Store) Release(ctx context.Context, key spent.Hash, seq spent.Seq, now 
 	m := member(&key)
 	rk := s.ks.recordKey(&key, m)
 	sec, nsec := timeArgs(now)
-	c := s.call(rk, scriptRelease, []string{rk, s.ks.pending[key[0]], s.ks.expiry[key[0]]},
+	c := newCall(rk, scriptRelease, []string{rk, s.ks.pending[key[0]], s.ks.expiry[key[0]]},
 		seqBytes(seq), sec, nsec, m)
 	werr := s.exec(ctx, []*call{c}, true)
 	if werr != nil && !errors.Is(werr, ErrNotReplicated) {
@@ -520,7 +521,7 @@ func (s *Store) ListPending(ctx context.Context, namespace string, leaseBefore t
 	bound := leaseBefore.UnixMilli()
 	calls := make([]*call, numTags)
 	for i := range calls {
-		calls[i] = s.call(s.ks.pending[i], scriptPending, []string{s.ks.pending[i], s.ks.expiry[i]},
+		calls[i] = newCall(s.ks.pending[i], scriptPending, []string{s.ks.pending[i], s.ks.expiry[i]},
 			s.ks.record[i], bound, sec, nsec, namespace, limit)
 	}
 	if err := s.exec(ctx, calls, false); err != nil {
@@ -572,7 +573,7 @@ func (s *Store) DeleteExpired(ctx context.Context, now time.Time, limit int) (in
 	}
 	calls := make([]*call, numTags)
 	for i := range calls {
-		calls[i] = s.call(s.ks.expiry[i], scriptTrim, []string{s.ks.expiry[i], s.ks.pending[i]}, s.ks.record[i], limit)
+		calls[i] = newCall(s.ks.expiry[i], scriptTrim, []string{s.ks.expiry[i], s.ks.pending[i]}, s.ks.record[i], limit)
 	}
 	if err := s.exec(ctx, calls, false); err != nil {
 		return 0, s.fail("delete expired", err)
@@ -589,7 +590,7 @@ func (s *Store) ReserveSeq(ctx context.Context, node uint32, n uint64) (uint64, 
 		return 0, fmt.Errorf("redis: reserve seq: block of %d: must be 1 to %d", n, uint64(maxSeqBlock))
 	}
 	key := s.ks.seqKey(node)
-	c := s.call(key, scriptReserve, []string{key}, n)
+	c := newCall(key, scriptReserve, []string{key}, n)
 	if err := s.exec(ctx, []*call{c}, true); err != nil {
 		return 0, s.fail("reserve seq", err)
 	}
@@ -611,7 +612,7 @@ func (s *Store) Count(ctx context.Context, op spent.CountOp) (spent.CountResult,
 	key := s.ks.counterKey(&op.Key)
 	esec, ensec := timeArgs(op.ExpiresAt)
 	sec, nsec := timeArgs(op.Now)
-	c := s.call(key, scriptCount, []string{key}, limit, esec, ensec, ceilMilli(op.ExpiresAt), sec, nsec)
+	c := newCall(key, scriptCount, []string{key}, limit, esec, ensec, ceilMilli(op.ExpiresAt), sec, nsec)
 	werr := s.exec(ctx, []*call{c}, true)
 	if werr != nil && !errors.Is(werr, ErrNotReplicated) {
 		return spent.CountResult{}, s.fail("count", werr)
