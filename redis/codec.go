@@ -50,8 +50,6 @@ const (
 	knownFlags    = flagHasResult
 
 	zeroTimeSecond = -62135596800 // time.Time{}.Unix()
-
-	counterLen = 20 // int64 value, then expires_at as in a record
 )
 
 // ErrCorrupt is returned when a stored value cannot be decoded: the keys were
@@ -189,14 +187,6 @@ func decodeRecord(h spent.Hash, v []byte) (spent.Record, error) {
 		return spent.Record{}, fmt.Errorf("%w: %d result bytes without the result flag", ErrCorrupt, len(rest))
 	}
 	return r, nil
-}
-
-// decodeCounter decodes a counter value.
-func decodeCounter(v []byte) (value uint64, expires time.Time, err error) {
-	if len(v) != counterLen {
-		return 0, time.Time{}, fmt.Errorf("%w: counter of %d bytes, want %d", ErrCorrupt, len(v), counterLen)
-	}
-	return binary.BigEndian.Uint64(v), getTime(v[8:]), nil
 }
 
 // ceilMilli returns t in Unix milliseconds, rounded up, so that an engine
