@@ -42,30 +42,29 @@ func (c *clock) Set(t time.Time) {
 	c.mu.Unlock()
 }
 
-// rsaPool holds RSA keys generated once per test binary (generation is slow
-// under the race detector) and handed out by keyGen.
+// rsaPool holds RSA keys generated for this test binary (generation is
+// slow under the race detector). keyGen hands each out once.
 var rsaPool struct {
 	mu   sync.Mutex
 	keys []*rsa.PrivateKey
+	next int
 }
 
-// keyGen returns a key generator for one keyring: the pool's keys from
-// index first on, generating more when needed. Two keyrings given different
-// first indexes never make the same key.
-func keyGen(first int) func() (*rsa.PrivateKey, error) {
-	i := first
+// keyGen returns a key generator for a keyring: every call, from any
+// generator, returns a key no other call returned.
+func keyGen() func() (*rsa.PrivateKey, error) {
 	return func() (*rsa.PrivateKey, error) {
 		rsaPool.mu.Lock()
 		defer rsaPool.mu.Unlock()
-		for len(rsaPool.keys) <= i {
+		for len(rsaPool.keys) <= rsaPool.next {
 			k, err := rsa.GenerateKey(rand.Reader, 2048)
 			if err != nil {
 				return nil, err
 			}
 			rsaPool.keys = append(rsaPool.keys, k)
 		}
-		k := rsaPool.keys[i]
-		i++
+		k := rsaPool.keys[rsaPool.next]
+		rsaPool.next++
 		return k, nil
 	}
 }
@@ -128,7 +127,7 @@ func newEnv(t *testing.T, mutate func(*privacypass.Config)) *env {
 	e.cfg.IssuerName = "issuer.example"
 	e.cfg.OriginInfo = []string{"origin.example"}
 	e.cfg.AttesterTokens = []string{attester, "attester-token-0002"}
-	e.cfg.GenerateRSAKey = keyGen(0)
+	e.cfg.GenerateRSAKey = keyGen()
 	if mutate != nil {
 		mutate(&e.cfg)
 	}

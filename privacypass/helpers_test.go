@@ -3,9 +3,14 @@ package privacypass_test
 import (
 	"encoding/hex"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/spentledger/spent"
+	"github.com/spentledger/spent/inmem"
 )
 
 // vectorsDir finds shared/testvectors by walking up from the package
@@ -67,4 +72,16 @@ func unhex(tb testing.TB, s string) []byte {
 		tb.Fatalf("hex %q: %v", s, err)
 	}
 	return b
+}
+
+// newMem returns an in-memory store.
+func newMem() spent.Store { return inmem.New() }
+
+// newServer starts an httptest server that stops at the end of the test
+// and returns its URL.
+func newServer(t *testing.T, h http.Handler) string {
+	t.Helper()
+	s := httptest.NewServer(h)
+	t.Cleanup(s.Close)
+	return s.URL
 }
