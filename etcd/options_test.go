@@ -113,43 +113,72 @@ func TestValidate(t *testing.T) {
 	}
 }
 
-// TestAuth runs the store as a user of a cluster with authentication on,
-// opened from a DSN that carries the credentials.
-func TestAuth(t *testing.T) {
-	c := etcdtest.Start(t, 1)
-	cli := c.Client(t)
-	ctx := context.Background()
-	if _, err := cli.UserAdd(ctx, "root", "root-password"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cli.UserGrantRole(ctx, "root", "root"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cli.RoleAdd(ctx, "spent"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cli.RoleGrantPermission(ctx, "spent", "/spent/", "/spent0", clientv3.PermissionType(clientv3.PermReadWrite)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cli.UserAdd(ctx, "spent", "p@ss word"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cli.UserGrantRole(ctx, "spent", "spent"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cli.AuthEnable(ctx); err != nil {
-		t.Fatal(err)
-	}
+// TestTLSAndAuth runs the store over TLS against a member serving a
+// certificate from a CA of the test's own, opened from an etcds:// DSN that
+// names the CA; then, with authentication turned on, as a user whose
+// credentials the DSN carries.
+func TestTLSAndAuth(t *testing.T) {
+	caFile, certFile, keyFile := writeTestPKI(t, t.TempDir())
+	c := etcdtest.StartWith(t, 1, etcdtest.Options{CertFile: certFile, KeyFile: keyFile})
 	ep := c.Endpoints()[0]
+	ctx := context.Background()
+	ca := "?ca=" + url.QueryEscape(caFile)
 	open := func(dsn string) (*etcd.Store, error) {
 		o, err := etcd.ParseURL(dsn)
 		if err != nil {
 			t.Fatalf("ParseURL(%q): %v", dsn, err)
 		}
-		o.DialTimeout, o.Logger = 3*time.Second, quietLogger()
+		o.DialTimeout, o.Logger = time.Second, quietLogger()
 		return etcd.Open(ctx, o)
 	}
-	for _, dsn := range []string{"etcd://" + ep, "etcd://spent:wrong@" + ep, "etcd://spent:p%40ss%20word@" + ep + "/elsewhere"} {
+	claimTwice := func(s *etcd.Store, key string) {
+		t.Helper()
+		op := completeOp(key, 1, t0, t0.Add(time.Hour))
+		if res := mustClaim(t, s, op); !res.Inserted {
+			t.Fatalf("Claim(%s): got not inserted, want inserted", key)
+		}
+		if res := mustClaim(t, s, op); res.Inserted {
+			t.Fatalf("second Claim(%s): got inserted, want the stored record", key)
+		}
+	}
+
+	// Plaintext, and TLS trusting only the system's CAs, are refused.
+	for _, dsn := range []string{"etcd://" + ep, "etcds://" + ep} {
+		if s, err := open(dsn); err == nil {
+			s.Close()
+			t.Errorf("Open(%q): got no error, want one", dsn)
+		}
+	}
+	s, err := open("etcds://" + ep + "/spent/" + ca)
+	if err != nil {
+		t.Fatalf("Open over TLS with the test CA: %v", err)
+	}
+	claimTwice(s, "over-tls")
+	s.Close()
+
+	cli := c.Client(t)
+	steps := []func() error{
+		func() error { _, err := cli.UserAdd(ctx, "root", "root-password"); return err },
+		func() error { _, err := cli.UserGrantRole(ctx, "root", "root"); return err },
+		func() error { _, err := cli.RoleAdd(ctx, "spent"); return err },
+		func() error {
+			_, err := cli.RoleGrantPermission(ctx, "spent", "/spent/", "/spent0", clientv3.PermissionType(clientv3.PermReadWrite))
+			return err
+		},
+		func() error { _, err := cli.UserAdd(ctx, "spent", "p@ss word"); return err },
+		func() error { _, err := cli.UserGrantRole(ctx, "spent", "spent"); return err },
+		func() error { _, err := cli.AuthEnable(ctx); return err },
+	}
+	for i, step := range steps {
+		if err := step(); err != nil {
+			t.Fatalf("setting up auth, step %d: %v", i, err)
+		}
+	}
+	for _, dsn := range []string{
+		"etcds://" + ep + ca,                                    // no credentials
+		"etcds://spent:wrong@" + ep + ca,                        // wrong password
+		"etcds://spent:p%40ss%20word@" + ep + "/elsewhere" + ca, // a prefix the user may not write
+	} {
 		s, err := open(dsn)
 		if err == nil {
 			s.Close()
@@ -158,52 +187,12 @@ func TestAuth(t *testing.T) {
 			t.Errorf("Open(%q): got %v, want an authentication error, not ErrUnhealthy", dsn, err)
 		}
 	}
-	s, err := open("etcd://spent:p%40ss%20word@" + ep)
+	s, err = open("etcds://spent:p%40ss%20word@" + ep + "/spent/" + ca)
 	if err != nil {
 		t.Fatalf("Open with the right credentials: %v", err)
 	}
 	defer s.Close()
-	op := completeOp("authenticated", 1, t0, t0.Add(time.Hour))
-	if res := mustClaim(t, s, op); !res.Inserted {
-		t.Fatal("Claim: got not inserted, want inserted")
-	}
-	if res := mustClaim(t, s, op); res.Inserted {
-		t.Fatal("second Claim: got inserted, want the stored record")
-	}
-}
-
-// TestTLS runs the store over TLS against a member serving a certificate
-// from a CA of the test's own, opened from an etcds:// DSN that names the CA.
-func TestTLS(t *testing.T) {
-	dir := t.TempDir()
-	caFile, certFile, keyFile := writeTestPKI(t, dir)
-	c := etcdtest.StartWith(t, 1, etcdtest.Options{CertFile: certFile, KeyFile: keyFile})
-	ep := c.Endpoints()[0]
-	ctx := context.Background()
-	open := func(dsn string) (*etcd.Store, error) {
-		o, err := etcd.ParseURL(dsn)
-		if err != nil {
-			t.Fatalf("ParseURL(%q): %v", dsn, err)
-		}
-		o.DialTimeout, o.Logger = 2*time.Second, quietLogger()
-		return etcd.Open(ctx, o)
-	}
-	// Plaintext, and TLS trusting only the system's CAs, are refused.
-	for _, dsn := range []string{"etcd://" + ep, "etcds://" + ep} {
-		if s, err := open(dsn); err == nil {
-			s.Close()
-			t.Errorf("Open(%q): got no error, want one", dsn)
-		}
-	}
-	s, err := open("etcds://" + ep + "/tls-test?ca=" + url.QueryEscape(caFile))
-	if err != nil {
-		t.Fatalf("Open over TLS with the test CA: %v", err)
-	}
-	defer s.Close()
-	op := completeOp("over-tls", 1, t0, t0.Add(time.Hour))
-	if res := mustClaim(t, s, op); !res.Inserted {
-		t.Fatal("Claim over TLS: got not inserted, want inserted")
-	}
+	claimTwice(s, "authenticated")
 }
 
 // writeTestPKI writes a CA and a certificate for 127.0.0.1 signed by it, as

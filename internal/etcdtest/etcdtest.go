@@ -21,8 +21,9 @@
 //
 // The members are etcd itself: the command internal/etcdtest/member, which
 // calls etcdmain from go.etcd.io/etcd/server/v3 at the version go.mod pins,
-// built with `go build` when a cluster starts (the Go build cache makes
-// that a relink of under a second after the first time). Set
+// built with `go build` when a cluster starts (once for all the clusters of
+// a process that run at the same time; the Go build cache makes later builds
+// quick). Set
 // SPENT_ETCD_BINARY to run another etcd binary instead (Debian's etcd-server
 // package installs /usr/bin/etcd). Each member listens on free loopback
 // ports and keeps its data in a temporary directory; the members are killed
@@ -90,10 +91,11 @@ const startTimeout = 60 * time.Second
 
 // Cluster is a running etcd cluster whose members are child processes.
 type Cluster struct {
-	root    string // temporary directory: the binary, and each member's data and log
+	root    string // temporary directory: each member's data and log
 	opts    Options
 	bin     string
-	builtin bool // bin is the member command, which takes feature gates
+	builtin bool // bin is the member command, held until Stop
+	gates   bool // bin takes feature gates
 	members []*Member
 	mu      sync.Mutex
 	stopped bool
@@ -250,6 +252,7 @@ func StartClusterWith(n int, o Options) (*Cluster, error) {
 			os.RemoveAll(root)
 			return nil, err
 		}
+		c.gates = c.builtin
 		err = c.start(n, attempt)
 		if err == nil {
 			return c, nil
@@ -261,24 +264,58 @@ func StartClusterWith(n int, o Options) (*Cluster, error) {
 	return nil, fmt.Errorf("etcdtest: starting %d members: %w", n, lastErr)
 }
 
+// member is the member command, built once for the clusters of a process
+// that run at the same time, and removed when the last of them stops.
+var member struct {
+	mu   sync.Mutex
+	dir  string
+	refs int
+}
+
 // binary sets the etcd binary to run: $SPENT_ETCD_BINARY, or the member
-// command built into the cluster's directory.
+// command, built unless a running cluster of this process already built it.
 func (c *Cluster) binary() error {
 	if p := os.Getenv(EnvBinary); p != "" {
 		c.bin = p
 		return nil
 	}
-	// go test puts its own toolchain first in the PATH of the tests it runs.
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		return ErrNoEtcd
+	member.mu.Lock()
+	defer member.mu.Unlock()
+	if member.refs == 0 {
+		// go test puts its own toolchain first in the PATH of the tests
+		// it runs.
+		goBin, err := exec.LookPath("go")
+		if err != nil {
+			return ErrNoEtcd
+		}
+		dir, err := os.MkdirTemp("", "spent-etcdtest-bin-")
+		if err != nil {
+			return err
+		}
+		cmd := exec.Command(goBin, "build", "-o", filepath.Join(dir, "etcd-member"), memberPackage)
+		if b, err := cmd.CombinedOutput(); err != nil {
+			os.RemoveAll(dir)
+			return fmt.Errorf("etcdtest: go build %s: %w\n%s", memberPackage, err, b)
+		}
+		member.dir = dir
 	}
-	c.bin, c.builtin = filepath.Join(c.root, "etcd-member"), true
-	cmd := exec.Command(goBin, "build", "-o", c.bin, memberPackage)
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("etcdtest: go build %s: %w\n%s", memberPackage, err, b)
-	}
+	member.refs++
+	c.bin, c.builtin = filepath.Join(member.dir, "etcd-member"), true
 	return nil
+}
+
+// releaseBinary drops the cluster's hold on the member command.
+func (c *Cluster) releaseBinary() {
+	if !c.builtin {
+		return
+	}
+	c.builtin = false
+	member.mu.Lock()
+	defer member.mu.Unlock()
+	if member.refs--; member.refs == 0 {
+		os.RemoveAll(member.dir)
+		member.dir = ""
+	}
 }
 
 // freePorts returns n distinct loopback ports that were free a moment ago.
@@ -335,7 +372,7 @@ func (c *Cluster) start(n, attempt int) error {
 		if c.tls() {
 			m.args = append(m.args, "--cert-file", c.opts.CertFile, "--key-file", c.opts.KeyFile)
 		}
-		if c.builtin {
+		if c.gates {
 			m.args = append(m.args, "--feature-gates", "LeaseCheckpoint=true,LeaseCheckpointPersist=true")
 		}
 		if err := c.launch(m); err != nil {
@@ -577,6 +614,7 @@ func (c *Cluster) Stop() {
 		}
 	}
 	os.RemoveAll(c.root)
+	c.releaseBinary()
 }
 
 // logTails returns the end of every member's log, for a failure message.
