@@ -20,6 +20,9 @@ import (
 	"github.com/spentledger/spent/storetest"
 )
 
+// TestMain shares one throwaway cluster among the tests of the package.
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+
 // TestConformance runs the storetest suite against the shared server, one
 // schema per storetest directory (so that reopening a directory finds its
 // data and other directories find none).
@@ -56,7 +59,7 @@ func testOptions(tb testing.TB, dsn, schema string) postgres.Options {
 	}
 	o.Schema = schema
 	o.MaxConns = 16
-	o.MinConns = 8
+	o.MinConns = 4
 	o.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	return o
 }
@@ -85,9 +88,13 @@ func freshSchema(tb testing.TB, dsn string) string {
 
 var dropped sync.Map
 
-// dropSchemaAtEnd drops schema when tb ends, once; the server of a throwaway
-// cluster goes anyway, a shared one (SPENT_TEST_POSTGRES_DSN) keeps nothing.
+// dropSchemaAtEnd drops schema when tb ends, once, on a server named by
+// SPENT_TEST_POSTGRES_DSN, so that the tests leave nothing there. (A
+// throwaway cluster is removed whole.)
 func dropSchemaAtEnd(tb testing.TB, dsn, schema string) {
+	if os.Getenv(pgtest.EnvDSN) == "" || dsn != os.Getenv(pgtest.EnvDSN) {
+		return
+	}
 	if _, loaded := dropped.LoadOrStore(schema, true); loaded {
 		return
 	}

@@ -26,11 +26,13 @@ func newQueries(schema string) queries {
 		// it to commit, then take the ON CONFLICT path, which locks the
 		// winner's row and replaces it only if it is free at $13 (expired,
 		// or a pending record whose lease ran out, when $14 allows a
-		// retake). A written row comes back from ins. Otherwise the second
-		// branch returns the row as the statement's snapshot saw it; that
-		// snapshot predates the statement, so it can miss a row committed
-		// since (the winner of a race) or show an older version; Claim
-		// then reads the row again in a new statement (see Store.Claim).
+		// retake). The row written is the claim's record, so the first
+		// branch only says that it was written (its other columns are
+		// placeholders). Otherwise the second branch returns the row as the
+		// statement's snapshot saw it; that snapshot predates the statement,
+		// so it can miss a row committed since (the winner of a race) or
+		// show an older version; Claim then reads the row again in a new
+		// statement (see Store.Claim).
 		claim: r.Replace(`WITH ins AS (
 	INSERT INTO {records} AS r ({cols})
 	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
@@ -40,9 +42,10 @@ func newQueries(schema string) queries {
 		result = EXCLUDED.result, expires_at = EXCLUDED.expires_at, lease_until = EXCLUDED.lease_until,
 		seq_node = EXCLUDED.seq_node, seq_counter = EXCLUDED.seq_counter
 	WHERE r.expires_at <= $13 OR ($14 AND r.state = 1 AND r.lease_until <= $13)
-	RETURNING {cols}
+	RETURNING 1
 )
-SELECT true, {cols} FROM ins
+SELECT true, NULL::bytea, NULL::bytea, NULL::bytea, NULL::bigint, NULL::bytea, NULL::bytea, 0::smallint,
+	NULL::bytea, 0::bigint, NULL::bigint, 0::bigint, 0::bigint FROM ins
 UNION ALL
 SELECT false, {cols} FROM {records} WHERE key = $1 AND NOT EXISTS (SELECT 1 FROM ins)`),
 

@@ -281,10 +281,14 @@ func claimRows(rows pgx.Rows, op *spent.ClaimOp) (res spent.ClaimResult, ok bool
 	if !found {
 		return res, false, nil
 	}
+	if res.Inserted {
+		res.Record = op.Record // what the statement wrote
+		return res, true, nil
+	}
 	if res.Record, err = sc.record(); err != nil {
 		return res, false, err
 	}
-	if !res.Inserted && spent.FreeAt(&res.Record, op.Now, op.Retake) {
+	if spent.FreeAt(&res.Record, op.Now, op.Retake) {
 		return res, false, nil
 	}
 	return res, true, nil

@@ -14,6 +14,8 @@
 // binary) connect to the same server instead of starting their own, and
 // stops and removes it when the test that started it ends.
 //
+// A package whose tests call DSN from several top-level tests runs them
+// under [Main], so that they share one cluster instead of starting one each.
 // A test that needs a server of its own, to kill it or to give it other
 // settings, calls [Start] and gets a [Cluster].
 //
@@ -147,14 +149,41 @@ func Available() error {
 }
 
 var (
-	sharedMu sync.Mutex
-	shared   *Cluster
+	sharedMu     sync.Mutex
+	shared       *Cluster
+	processWide  bool // set by Main: the shared cluster lives until Main returns
+	sharedForAll *Cluster
 )
+
+// Main runs the tests of a package (call it from TestMain) with one shared
+// cluster for the whole test process instead of one per top-level test:
+// [DSN] starts it on first use and Main stops and removes it after the
+// tests. It returns the exit code of m.Run.
+//
+//	func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+func Main(m *testing.M) int {
+	sharedMu.Lock()
+	processWide = true
+	sharedMu.Unlock()
+	code := m.Run()
+	sharedMu.Lock()
+	c := sharedForAll
+	sharedForAll, shared = nil, nil
+	if c != nil {
+		os.Unsetenv(EnvShared)
+	}
+	sharedMu.Unlock()
+	if c != nil {
+		c.Close()
+	}
+	return code
+}
 
 // DSN returns the URL of the server the tests of this process share: the one
 // named by [EnvDSN], else the one a parent process published in [EnvShared],
-// else a cluster it starts now, publishes in [EnvShared], and stops when tb
-// ends (a later call then starts another). It logs which server is used.
+// else a cluster it starts now and publishes in [EnvShared]. That cluster is
+// stopped when tb ends (a later call then starts another), or, under [Main],
+// when the tests end. It logs which server is used.
 func DSN(tb testing.TB) string {
 	tb.Helper()
 	if dsn := os.Getenv(EnvDSN); dsn != "" {
@@ -179,6 +208,10 @@ func DSN(tb testing.TB) string {
 	shared = c
 	os.Setenv(EnvShared, c.DSN())
 	tb.Logf("pgtest: started a throwaway cluster for this process: %s (data in %s)", c.DSN(), c.data)
+	if processWide {
+		sharedForAll = c
+		return c.DSN()
+	}
 	tb.Cleanup(func() {
 		sharedMu.Lock()
 		defer sharedMu.Unlock()
