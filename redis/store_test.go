@@ -221,6 +221,78 @@ func testBatchOverStoredFreeRecords(t *testing.T, s *redis.Store) {
 	}
 }
 
+// testTwoLedgers races two ledgers (two spent servers, each with its own
+// connections and node number) on one keyspace: of every key claimed
+// through both at once, exactly one claim is fresh, and both agree on it.
+func testTwoLedgers(t *testing.T, open func(t *testing.T, dir string) *redis.Store) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	ledgers := make([]*spent.Ledger, 2)
+	for i := range ledgers {
+		cfg := spent.DefaultConfig()
+		cfg.Secret = []byte("the two servers share this secret, 32+ bytes")
+		cfg.Node = uint32(i + 1)
+		cfg.Namespaces = map[string]spent.Policy{"tickets": {
+			Mode: spent.ModeRefuse, Retention: time.Hour, Lease: time.Minute, OnLeaseExpiry: spent.Hold,
+		}}
+		l, err := spent.NewLedger(ctx, open(t, dir), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ledgers[i] = l
+	}
+	const keys, perLedger = 200, 4
+	type answer struct {
+		outcome spent.Outcome
+		seq     spent.Seq
+	}
+	answers := make([][]answer, keys)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for _, l := range ledgers {
+		for w := range perLedger {
+			wg.Go(func() {
+				<-start
+				for k := w; k < keys+w; k++ {
+					key := fmt.Sprint("ticket-", k%keys)
+					res, err := l.Claim(ctx, spent.Claim{Namespace: "tickets", Key: key, Place: "gate", Result: []byte{}})
+					if err != nil {
+						t.Errorf("Claim(%s): %v", key, err)
+						return
+					}
+					mu.Lock()
+					answers[k%keys] = append(answers[k%keys], answer{res.Outcome, res.Record.Seq})
+					mu.Unlock()
+				}
+			})
+		}
+	}
+	close(start)
+	wg.Wait()
+	nodes := map[uint32]int{}
+	for k, as := range answers {
+		fresh := 0
+		var seq spent.Seq
+		for _, a := range as {
+			if a.outcome == spent.Fresh {
+				fresh++
+				seq = a.seq
+			}
+		}
+		if len(as) != 2*perLedger || fresh != 1 {
+			t.Fatalf("key %d: got %d fresh of %d answers, want 1 of %d", k, fresh, len(as), 2*perLedger)
+		}
+		for _, a := range as {
+			if a.seq != seq || (a.outcome != spent.Fresh && a.outcome != spent.Refused) {
+				t.Fatalf("key %d: got %v with seq %v, want fresh or refused with seq %v", k, a.outcome, a.seq, seq)
+			}
+		}
+		nodes[seq.Node]++
+	}
+	t.Logf("fresh claims per node: %v", nodes)
+}
+
 // testClosed checks that calls after Close fail with spent.ErrClosed.
 func testClosed(t *testing.T, s *redis.Store) {
 	ctx := context.Background()
@@ -298,8 +370,9 @@ func testConcurrentBatches(t *testing.T, s *redis.Store) {
 
 // commonTests are the store's own tests, run on a single server and on a
 // cluster.
-func commonTests(t *testing.T, open func(t *testing.T) *redis.Store, admin goredis.UniversalClient) {
+func commonTests(t *testing.T, openDir func(t *testing.T, dir string) *redis.Store, admin goredis.UniversalClient) {
 	ctx := context.Background()
+	open := func(t *testing.T) *redis.Store { return openDir(t, t.TempDir()) }
 	t.Run("ScriptCacheFlushed", func(t *testing.T) {
 		testScriptCacheFlushed(t, open(t), func() error {
 			if c, ok := admin.(*goredis.ClusterClient); ok {
@@ -317,5 +390,6 @@ func commonTests(t *testing.T, open func(t *testing.T) *redis.Store, admin gored
 	})
 	t.Run("ConcurrentBatches", func(t *testing.T) { testConcurrentBatches(t, open(t)) })
 	t.Run("BatchOverStoredFreeRecords", func(t *testing.T) { testBatchOverStoredFreeRecords(t, open(t)) })
+	t.Run("TwoLedgersOneFresh", func(t *testing.T) { testTwoLedgers(t, openDir) })
 	t.Run("Closed", func(t *testing.T) { testClosed(t, open(t)) })
 }
