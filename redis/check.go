@@ -13,7 +13,8 @@ import (
 // checkDurable reads the persistence settings of one primary and describes
 // each one that lets a crash (or memory pressure) lose acknowledged claims,
 // with what it loses and what to set instead. It returns nil for a durable
-// server: appendonly yes, appendfsync always, and no eviction.
+// server: appendonly yes, appendfsync always, fsync during rewrites
+// (no-appendfsync-on-rewrite no), and no eviction.
 func checkDurable(ctx context.Context, c *goredis.Client) []string {
 	addr := c.Options().Addr
 	get := func(name string) (string, error) {
@@ -55,6 +56,15 @@ func checkDurable(ctx context.Context, c *goredis.Client) []string {
 	case fsync != "always":
 		say("appendfsync is %s, so a power loss or kernel crash can lose the claims acknowledged in the last 30 seconds or so "+
 			"(whatever the kernel had not written); set appendfsync always", fsync)
+	}
+	if aof == "yes" && fsync == "always" {
+		switch v, err := get("no-appendfsync-on-rewrite"); {
+		case err != nil:
+			say("cannot read no-appendfsync-on-rewrite (CONFIG GET: %v); set it to no and allow CONFIG GET", err)
+		case v != "no":
+			say("no-appendfsync-on-rewrite is %s, so while Redis rewrites its append-only file or saves a snapshot it does not fsync, "+
+				"and a crash then can lose the claims acknowledged in the last 30 seconds or so; set no-appendfsync-on-rewrite no", v)
+		}
 	}
 	policy, err1 := get("maxmemory-policy")
 	maxmem, err2 := get("maxmemory")

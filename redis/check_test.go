@@ -46,7 +46,7 @@ func TestOpenChecksDurability(t *testing.T) {
 			}
 		}
 	}
-	durable := []string{"appendonly", "yes", "appendfsync", "always", "maxmemory", "0", "maxmemory-policy", "noeviction"}
+	durable := []string{"appendonly", "yes", "appendfsync", "always", "no-appendfsync-on-rewrite", "no", "maxmemory", "0", "maxmemory-policy", "noeviction"}
 
 	cases := []struct {
 		name     string
@@ -56,6 +56,7 @@ func TestOpenChecksDurability(t *testing.T) {
 		{"EverySec", []string{"appendfsync", "everysec"}, []string{"appendfsync is everysec", "last one to two seconds", "set appendfsync always"}},
 		{"FsyncNo", []string{"appendfsync", "no"}, []string{"appendfsync is no", "power loss", "set appendfsync always"}},
 		{"NoAOF", []string{"appendonly", "no"}, []string{"appendonly is no", "since the last snapshot", "set appendonly yes"}},
+		{"NoFsyncOnRewrite", []string{"no-appendfsync-on-rewrite", "yes"}, []string{"no-appendfsync-on-rewrite is yes", "set no-appendfsync-on-rewrite no"}},
 		{"Eviction", []string{"maxmemory", "104857600", "maxmemory-policy", "allkeys-lru"}, []string{"maxmemory-policy is allkeys-lru", "set maxmemory-policy noeviction"}},
 		{"VolatileEviction", []string{"maxmemory", "104857600", "maxmemory-policy", "volatile-ttl"}, []string{"maxmemory-policy is volatile-ttl"}},
 	}

@@ -12,8 +12,9 @@
 //	defer store.Close()
 //	ledger, err := spent.NewLedger(ctx, store, cfg)
 //
-// The server must run with appendonly yes and appendfsync always (and no
-// eviction: maxmemory-policy noeviction, or no maxmemory). Open reads these
+// The server must run with appendonly yes and appendfsync always (and the
+// default no-appendfsync-on-rewrite no, and no eviction: maxmemory-policy
+// noeviction, or no maxmemory). Open reads these
 // settings on every primary and refuses a server without them with
 // [ErrNotDurable], saying what to set, unless [Options.AllowNonDurable] is
 // set; it then logs what a crash can lose.

@@ -56,10 +56,11 @@ const (
 )
 
 // Open connects to the server or cluster of opts, checks that every primary
-// is durable (appendonly yes, appendfsync always, and no eviction), loads the
-// scripts, and checks the key layout under the prefix. A server that is not
-// durable is refused with ErrNotDurable unless opts.AllowNonDurable is set,
-// when Open logs what a crash can lose and goes on. Settings changed on the
+// runs Redis 7.0 or later and is durable (appendonly yes, appendfsync
+// always, no-appendfsync-on-rewrite no, and no eviction), loads the scripts,
+// and checks the key layout under the prefix. A server that is not durable
+// is refused with ErrNotDurable unless opts.AllowNonDurable is set, when
+// Open logs what a crash can lose and goes on. Settings changed on the
 // server after Open are not seen.
 func Open(ctx context.Context, opts Options) (*Store, error) {
 	if err := opts.Validate(); err != nil {
