@@ -42,7 +42,7 @@
 // own pending index (a sorted set by lease), which the claim, complete and
 // release scripts of that tag keep, so every script touches one slot.
 // [Store.ListPending] walks the 256 indexes in one pipeline and merges them.
-// [Store.ClaimBatch] sends its scripts in one pipeline (in a cluster, one
+// [Store.ClaimBatch] sends its calls in one pipeline (in a cluster, one
 // per primary, in parallel). Seq reservations are INCRBY on a counter per
 // node.
 //
@@ -53,9 +53,9 @@
 //     the same event loop, so a claim answered (and a record read, by Get
 //     or by a claim that finds it) is in the file and survives kill -9 of
 //     redis-server and a power loss.
-//   - Atomic first claim: each script runs alone on its server; of any
-//     number of concurrent claims of one live key, on any number of spent
-//     servers, exactly one is inserted.
+//   - Atomic first claim: each command or script runs alone on its server;
+//     of any number of concurrent claims of one live key, on any number of
+//     spent servers, exactly one is inserted.
 //   - No silent resends: go-redis is told never to resend a write by itself
 //     after a network error (it may still follow MOVED and ASK, which mean
 //     the command did not run). A write whose reply is lost returns an
