@@ -112,6 +112,10 @@
 //   - When a bucket's lease expires, etcd deletes all its records in one
 //     Raft entry. At high claim rates, prefer shorter buckets (a bucket
 //     holds rate × LeaseBucket records; each bucket is one live lease).
+//   - etcd forgets by the real clock of the process that wrote a record: a
+//     ledger whose clock runs behind sees records vanish before its own
+//     ExpiresAt, by the difference (a fake clock set in the past would see
+//     them vanish within seconds). Keep the servers' clocks in sync.
 //   - A record that expires beyond etcd's longest lease (about 285 years)
 //     gets no lease and stays until it is overwritten.
 //   - One Raft group: every write goes through the leader and is fsynced on
