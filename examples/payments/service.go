@@ -1,0 +1,384 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	mrand "math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/spentledger/spent"
+	sphttp "github.com/spentledger/spent/http"
+	"github.com/spentledger/spent/idempotency"
+	"github.com/spentledger/spent/pebble"
+)
+
+// The ledger namespaces of the service.
+const (
+	nsPayments = "payments"
+	nsApplied  = "payments-applied"
+)
+
+// Main is the payment service: ParseFlags, Open, Run, Close.
+type Main struct {
+	// Listen is the service's address.
+	Listen string
+	// Data is the directory of the ledger, its secret and the money ledger.
+	Data string
+	// Admin, when set, is a loopback address serving the ledger's HTTP API
+	// for operators.
+	Admin string
+	// FailRate is the probability of a failure at each injection point.
+	FailRate float64
+	// Delay holds each first execution after Applied.
+	Delay time.Duration
+	// Lease is the lease of both idempotency namespaces.
+	Lease time.Duration
+	// Stderr receives the log.
+	Stderr io.Writer
+
+	store  *pebble.Store
+	ledger *spent.Ledger
+	bank   *bank
+	mw     *idempotency.Middleware
+	srv    *http.Server
+	ln     net.Listener
+	admin  *http.Server
+	adln   net.Listener
+	log    *slog.Logger
+}
+
+// NewMain returns a Main with the default flags.
+func NewMain() *Main {
+	return &Main{Listen: "127.0.0.1:8080", Data: "payments-data", Lease: 30 * time.Second, Stderr: os.Stderr}
+}
+
+// ParseFlags reads the command line.
+func (m *Main) ParseFlags(args []string) error {
+	fs := flag.NewFlagSet("payments", flag.ContinueOnError)
+	fs.SetOutput(m.Stderr)
+	fs.StringVar(&m.Listen, "listen", m.Listen, "address of the service")
+	fs.StringVar(&m.Data, "data", m.Data, "directory of the ledger and the money ledger")
+	fs.StringVar(&m.Admin, "admin", m.Admin, "loopback address for the ledger's HTTP API (operators: spent unknown list|resolve); empty: off")
+	fs.Float64Var(&m.FailRate, "fail-rate", m.FailRate, "probability of a simulated failure at each of the three points")
+	fs.DurationVar(&m.Delay, "delay", m.Delay, "hold each first execution this long before the money leaves")
+	fs.DurationVar(&m.Lease, "lease", m.Lease, "lease of the idempotency namespaces")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 0 {
+		return fmt.Errorf("payments: unexpected arguments %q", fs.Args())
+	}
+	if m.FailRate < 0 || m.FailRate > 1 {
+		return fmt.Errorf("payments: --fail-rate %v: want 0 to 1", m.FailRate)
+	}
+	if m.Delay < 0 || m.Lease <= 0 {
+		return errors.New("payments: --delay must not be negative, --lease must be positive")
+	}
+	if m.Admin != "" {
+		host, _, err := net.SplitHostPort(m.Admin)
+		if ip := net.ParseIP(host); err != nil || (host != "localhost" && (ip == nil || !ip.IsLoopback())) {
+			return fmt.Errorf("payments: --admin %q: must be a loopback address (the API has no tokens)", m.Admin)
+		}
+	}
+	return nil
+}
+
+// Open opens the ledger and the money ledger and starts listening.
+func (m *Main) Open() error {
+	m.log = slog.New(slog.NewTextHandler(m.Stderr, nil))
+	if err := os.MkdirAll(m.Data, 0o700); err != nil {
+		return err
+	}
+	secret, err := loadSecret(m.Data)
+	if err != nil {
+		return err
+	}
+	popts := pebble.DefaultOptions()
+	popts.Logger = m.log
+	m.store, err = pebble.Open(filepath.Join(m.Data, "ledger"), popts)
+	if err != nil {
+		return err
+	}
+	opts := idempotency.DefaultOptions()
+	opts.Namespace, opts.AppliedNamespace = nsPayments, nsApplied
+	// One client: the demo has no credentials. A real service scopes keys
+	// by its clients' credentials (idempotency.HeaderScope).
+	opts.Scope = idempotency.FixedScope("demo")
+	opts.Place = "payments"
+	opts.Logger = m.log
+	cfg := spent.DefaultConfig()
+	cfg.Secret = secret
+	cfg.Namespaces = idempotency.Policies(opts, m.Lease)
+	m.ledger, err = spent.NewLedger(context.Background(), m.store, cfg)
+	if err != nil {
+		m.store.Close()
+		return err
+	}
+	m.mw, err = idempotency.New(m.ledger, opts)
+	if err != nil {
+		m.store.Close()
+		return err
+	}
+	m.bank, err = openBank(filepath.Join(m.Data, "bank.log"))
+	if err != nil {
+		m.store.Close()
+		return err
+	}
+	m.ln, err = net.Listen("tcp", m.Listen)
+	if err != nil {
+		m.Close()
+		return err
+	}
+	m.srv = &http.Server{Handler: m.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	if m.Admin != "" {
+		api, err := sphttp.NewServer(m.ledger, sphttp.Config{Logger: m.log})
+		if err != nil {
+			m.Close()
+			return err
+		}
+		m.adln, err = net.Listen("tcp", m.Admin)
+		if err != nil {
+			m.Close()
+			return err
+		}
+		m.admin = &http.Server{Handler: api, ReadHeaderTimeout: 5 * time.Second}
+	}
+	return nil
+}
+
+// Addr is the address the service listens on.
+func (m *Main) Addr() string { return m.ln.Addr().String() }
+
+// AdminAddr is the address of the operators' API, or "".
+func (m *Main) AdminAddr() string {
+	if m.adln == nil {
+		return ""
+	}
+	return m.adln.Addr().String()
+}
+
+// Run serves until ctx ends, then shuts down gracefully.
+func (m *Main) Run(ctx context.Context) error {
+	errc := make(chan error, 2)
+	go func() { errc <- m.srv.Serve(m.ln) }()
+	if m.admin != nil {
+		go func() { errc <- m.admin.Serve(m.adln) }()
+	}
+	go m.sweep(ctx)
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := m.srv.Shutdown(sctx)
+	if m.admin != nil {
+		m.admin.Shutdown(sctx)
+	}
+	return err
+}
+
+// sweep forgets expired records now and then.
+func (m *Main) sweep(ctx context.Context) {
+	t := time.NewTicker(10 * time.Minute)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if _, err := m.ledger.Sweep(ctx, 1000); err != nil {
+				m.log.Warn("sweep failed", "err", err)
+			}
+		}
+	}
+}
+
+// Close releases the listeners, the ledger and the money ledger.
+func (m *Main) Close() error {
+	var err error
+	for _, c := range []io.Closer{m.ln, m.adln} {
+		if c != nil {
+			c.Close()
+		}
+	}
+	if m.bank != nil {
+		err = m.bank.close()
+	}
+	if m.store != nil {
+		if cerr := m.store.Close(); err == nil {
+			err = cerr
+		}
+	}
+	return err
+}
+
+// Handler is the service's routes.
+func (m *Main) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("POST /payments", m.failBeforeAndAfter(m.mw.Handler(http.HandlerFunc(m.pay))))
+	mux.HandleFunc("GET /payments/sent", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, m.bank.sent())
+	})
+	return mux
+}
+
+// fail draws one injected failure.
+func (m *Main) fail() bool { return m.FailRate > 0 && mrand.Float64() < m.FailRate }
+
+// failBeforeAndAfter injects failures 1 (before the middleware's check) and
+// 3 (after the money was sent and the answer stored: the answer is lost).
+func (m *Main) failBeforeAndAfter(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if m.fail() {
+			writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "simulated failure 1"})
+			return
+		}
+		rec := &recorder{header: make(http.Header)}
+		next.ServeHTTP(rec, r)
+		if rec.status == http.StatusCreated && rec.header.Get(idempotency.HeaderReplayed) == "" && m.fail() {
+			writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "simulated failure 3"})
+			return
+		}
+		for k, v := range rec.header {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(rec.status)
+		w.Write(rec.body)
+	})
+}
+
+// payment is the body of POST /payments.
+type payment struct {
+	Amount      int64  `json:"amount"`
+	Destination string `json:"destination"`
+}
+
+// pay sends the money: state before side effect.
+func (m *Main) pay(w http.ResponseWriter, r *http.Request) {
+	var p payment
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil || dec.More() {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "want a JSON object {\"amount\", \"destination\"}"})
+		return
+	}
+	if p.Amount <= 0 || p.Destination == "" || len(p.Destination) > 64 {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "amount must be positive, destination 1 to 64 bytes"})
+		return
+	}
+	if m.fail() {
+		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "simulated failure 2"})
+		return
+	}
+	if err := idempotency.Applied(r); err != nil {
+		return // the middleware answers: replayed, in progress, unknown, ...
+	}
+	k, _ := idempotency.KeyOf(r)
+	id := m.ledger.HashKey(nsApplied, k.LedgerKey).String()
+	if m.Delay > 0 {
+		time.Sleep(m.Delay)
+	}
+	t := transfer{ID: id, Seq: k.AppliedSeq.String(), Amount: p.Amount, Destination: p.Destination, At: time.Now().UTC()}
+	if err := m.bank.send(t); err != nil {
+		// Whether the money left is unknown: hold the key for an operator.
+		m.log.Error("bank failed; payment outcome unknown", "payment_id", id, "err", err)
+		panic(http.ErrAbortHandler)
+	}
+	writeJSON(w, http.StatusCreated, map[string]any{
+		"payment_id": id, "state": "applied", "amount": p.Amount, "destination": p.Destination, "seq": t.Seq,
+	})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, _ := json.Marshal(v)
+	b = append(b, '\n')
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(status)
+	w.Write(b)
+}
+
+// recorder buffers a response for failBeforeAndAfter.
+type recorder struct {
+	header http.Header
+	status int
+	body   []byte
+}
+
+func (r *recorder) Header() http.Header { return r.header }
+
+func (r *recorder) WriteHeader(code int) {
+	if r.status == 0 {
+		r.status = code
+	}
+}
+
+func (r *recorder) Write(p []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	r.body = append(r.body, p...)
+	return len(p), nil
+}
+
+// loadSecret reads the ledger's HMAC secret from dir/secret, creating it on
+// first start. It refuses to create one beside an existing ledger: a new
+// secret forgets every key.
+func loadSecret(dir string) ([]byte, error) {
+	path := filepath.Join(dir, "secret")
+	b, err := os.ReadFile(path)
+	if err == nil {
+		if len(b) != 32 {
+			return nil, fmt.Errorf("%s: %d bytes, want 32", path, len(b))
+		}
+		return b, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	if _, err := os.Stat(filepath.Join(dir, "ledger")); err == nil {
+		return nil, fmt.Errorf("%s is missing beside an existing ledger: a new secret would forget every payment", path)
+	}
+	b = make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return nil, err
+	}
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if err := f.Close(); err != nil {
+		return nil, err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return nil, err
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	return b, d.Sync()
+}
