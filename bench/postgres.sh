@@ -7,17 +7,20 @@
 #      running the bare INSERT ... ON CONFLICT DO NOTHING RETURNING of a row
 #      like spent's (same columns and sizes, random 16-byte keys, primary key
 #      only);
-#   2. the Go benchmarks of package postgres (BenchmarkPostgres: Bare, Claim,
-#      ClaimBatch100, BareBatch100; BenchmarkLedgerClaim) at the same N,
-#      against the same server;
-#   3. pgbench again, so that drift of the machine during the run shows.
+#   2. the Go benchmarks of package postgres against the same server, at the
+#      same N: BenchmarkPostgres/Bare (the same INSERT through pgx) and
+#      BenchmarkPostgres/Claim (the store's Claim), alternating, ROUNDS times
+#      each (the machine's load drifts; alternating keeps the pairs fair),
+#      then ClaimBatch100 and BareBatch100 (100 claims per call, from
+#      SPENT_BENCH_BATCH_CALLERS callers, default 4) and BenchmarkLedgerClaim;
+#   3. pgbench again, so that drift of the machine during the run shows;
+#   4. a summary: medians, and the ratios the issue asks about.
 #
-# Usage: bench/postgres.sh [N] [DURATION] [BENCHTIME]
+# Usage: bench/postgres.sh [N] [DURATION] [BENCHTIME] [ROUNDS]
 #   N          concurrency: pgbench clients and Go goroutines (default 32)
 #   DURATION   seconds per pgbench run (default 20)
-#   BENCHTIME  go test -benchtime per Go benchmark (default 10s)
-# Environment: SPENT_BENCH_BATCH_CALLERS (default 4) callers of ClaimBatch;
-# SPENT_BENCH_COUNT (default 1) repetitions of the Go benchmarks.
+#   BENCHTIME  go test -benchtime per Go benchmark run (default 10s)
+#   ROUNDS     Bare/Claim pairs (default 3)
 #
 # Needs initdb, pg_ctl, postgres, psql and pgbench (Debian: postgresql,
 # postgresql-client). Run as root, it runs the cluster as the user postgres.
@@ -26,8 +29,8 @@ set -euo pipefail
 N=${1:-32}
 DURATION=${2:-20}
 BENCHTIME=${3:-10s}
+ROUNDS=${4:-3}
 CALLERS=${SPENT_BENCH_BATCH_CALLERS:-4}
-COUNT=${SPENT_BENCH_COUNT:-1}
 cd "$(dirname "$0")/.."
 
 bindir=""
@@ -84,15 +87,56 @@ echo "== machine: $(nproc) CPUs, $(uname -r); PostgreSQL: $("$bindir/postgres" -
 echo "== server settings:"
 psql -At -c "SELECT name || '=' || setting FROM pg_settings WHERE name IN ('fsync', 'synchronous_commit', 'full_page_writes', 'wal_sync_method', 'shared_buffers') ORDER BY name"
 
+go test -c -o "$base/postgres.test" ./postgres/
+results=$base/results.txt
+: >"$results"
+
 run_pgbench() {
-	echo "== pgbench -M prepared -c $N -j 2 -T $DURATION -f insert.sql (bare INSERT ... ON CONFLICT DO NOTHING RETURNING)"
-	"$PGBENCH" -n -M prepared -c "$N" -j 2 -T "$DURATION" -f "$base/insert.sql" "$DSN" | grep -E '^(number of transactions actually processed|latency average|tps)'
+	echo "== pgbench -n -M prepared -c $N -j 2 -T $DURATION -f insert.sql (bare INSERT ... ON CONFLICT DO NOTHING RETURNING)"
+	"$PGBENCH" -n -M prepared -c "$N" -j 2 -T "$DURATION" -f "$base/insert.sql" "$DSN" | tee "$base/pgbench.out" |
+		grep -E '^(number of transactions actually processed|latency average|tps)'
+	awk '/^tps/ {print "pgbench", $3}' "$base/pgbench.out" >>"$results"
 }
+
+run_go() { # benchmark regexp
+	(cd postgres && SPENT_TEST_POSTGRES_DSN=$DSN SPENT_BENCH_CONCURRENCY=$N SPENT_BENCH_BATCH_CALLERS=$CALLERS \
+		"$base/postgres.test" -test.run '^$' -test.bench "$1" -test.benchtime "$BENCHTIME" 2>&1) |
+		grep -E '^(Benchmark|FAIL|---)' | tee -a "$results" || true
+}
+
+run_pgbench
+echo "== go test -bench, same server: N=$N, batch callers=$CALLERS, benchtime=$BENCHTIME, $ROUNDS rounds"
+for r in $(seq "$ROUNDS"); do
+	if [ $((r % 2)) = 1 ]; then
+		run_go '^BenchmarkPostgres$/^Bare$/'
+		run_go '^BenchmarkPostgres$/^Claim$/'
+	else
+		run_go '^BenchmarkPostgres$/^Claim$/'
+		run_go '^BenchmarkPostgres$/^Bare$/'
+	fi
+done
+run_go '^BenchmarkPostgres$/^(ClaimBatch100|BareBatch100)$/'
+run_go '^BenchmarkLedgerClaim$'
 run_pgbench
 
-echo "== go test -bench (same server): N=$N, batch callers=$CALLERS, benchtime=$BENCHTIME, count=$COUNT"
-SPENT_TEST_POSTGRES_DSN=$DSN SPENT_BENCH_CONCURRENCY=$N SPENT_BENCH_BATCH_CALLERS=$CALLERS \
-	go test -run '^$' -bench 'BenchmarkPostgres|BenchmarkLedgerClaim' -benchtime "$BENCHTIME" -count "$COUNT" ./postgres/ 2>&1 |
-	grep -E '^(Benchmark|ok|FAIL|---)' || true
-
-run_pgbench
+echo "== summary (claims/s; medians of the runs above)"
+awk '
+	function median(name,   n, i, j, t, a) {
+		n = split(v[name], a, " ")
+		for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
+		return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+	}
+	$1 == "pgbench" { v["pgbench"] = v["pgbench"] " " $2; next }
+	/^Benchmark/ {
+		name = $1; sub(/-[0-9]+$/, "", name); sub(/^Benchmark(Postgres\/)?/, "", name)
+		for (i = 2; i < NF; i++) if ($(i + 1) == "claims/s") v[name] = v[name] " " $i
+	}
+	END {
+		for (k in v) printf "%-28s %10.0f   (runs:%s)\n", k, median(k), v[k]
+		bare = median("Bare/c='"$N"'"); claim = median("Claim/c='"$N"'"); pg = median("pgbench")
+		batch = median("ClaimBatch100/callers='"$CALLERS"'")
+		if (bare > 0) printf "Claim / Bare (Go, same N):          %.2f\n", claim / bare
+		if (pg > 0)   printf "Claim / pgbench (same N):           %.2f\n", claim / pg
+		if (bare > 0) printf "ClaimBatch100 / Bare single:        %.2f\n", batch / bare
+		if (pg > 0)   printf "ClaimBatch100 / pgbench single:     %.2f\n", batch / pg
+	}' "$results" | sort
