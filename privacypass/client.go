@@ -421,8 +421,12 @@ func (d *DirectoryKeys) Refresh(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		pss, err := newPSSVerifier(pk)
+		if err != nil {
+			return err
+		}
 		byID[k.ID()] = &VerificationKey{TokenType: k.TokenType, ID: k.ID(), TokenKey: k.TokenKey, NotBefore: k.NotBefore,
-			End: k.NotBefore.Add(d.epoch), Grace: d.grace, rsaPub: pk}
+			End: k.NotBefore.Add(d.epoch), Grace: d.grace, rsaPub: pk, pss: pss}
 	}
 	d.mu.Lock()
 	// Keys stay known until their tokens expire, even when the issuer no

@@ -70,3 +70,13 @@ func BlindSignForTest(sk *rsa.PrivateKey, blinded []byte) ([]byte, error) {
 
 // LedgerKey is the ledger key a token is spent under.
 func LedgerKey(t *Token) string { return ledgerKey(t) }
+
+// VerifyPSSForTest checks an RSASSA-PSS (SHA-384, 48-byte salt) signature
+// with the verifier type 0x0002 tokens use.
+func VerifyPSSForTest(pk *rsa.PublicKey, msg, sig []byte) bool {
+	v, err := newPSSVerifier(pk)
+	if err != nil {
+		return false
+	}
+	return v.verify(msg, sig)
+}

@@ -1,9 +1,7 @@
 package privacypass
 
 import (
-	"crypto"
 	"crypto/rsa"
-	"crypto/sha512"
 	"fmt"
 	"math/big"
 	"time"
@@ -32,6 +30,7 @@ type VerificationKey struct {
 	Grace time.Duration
 
 	rsaPub *rsa.PublicKey         // type 0x0002
+	pss    *pssVerifier           // type 0x0002, the same key prepared
 	voprf  *oprf.VerifiableServer // type 0x0001: the secret key, held by issuer and origins
 }
 
@@ -39,9 +38,6 @@ type VerificationKey struct {
 // are accepted strictly before it and refused from it on, and the ledger
 // entry of a token spent under the key expires exactly then.
 func (k *VerificationKey) AcceptUntil() time.Time { return k.End.Add(k.Grace) }
-
-// pssOptions are the RSASSA-PSS parameters of token type 0x0002.
-var pssOptions = &rsa.PSSOptions{SaltLength: sha512.Size384, Hash: crypto.SHA384}
 
 // Verify reports whether tok's authenticator is valid under k. It checks
 // the cryptography only: the caller checks the type, the key id, the time
@@ -54,11 +50,10 @@ func (k *VerificationKey) Verify(tok *Token) bool {
 	input := tok.appendAuthInput(in[:0])
 	switch k.TokenType {
 	case TypeBlindRSA:
-		if k.rsaPub == nil {
+		if k.pss == nil {
 			return false
 		}
-		h := sha512.Sum384(input)
-		return rsa.VerifyPSS(k.rsaPub, crypto.SHA384, h[:], tok.Authenticator, pssOptions) == nil
+		return k.pss.verify(input, tok.Authenticator)
 	case TypeVOPRF:
 		if k.voprf == nil {
 			return false
@@ -88,7 +83,12 @@ func newRSAKey(sk *rsa.PrivateKey) (*issuerKey, error) {
 	if err != nil {
 		return nil, err
 	}
+	pss, err := newPSSVerifier(&sk.PublicKey)
+	if err != nil {
+		return nil, err
+	}
 	k := &issuerKey{signer: signer}
+	k.pss = pss
 	k.TokenType = TypeBlindRSA
 	k.TokenKey = tokenKey
 	k.ID = KeyID(tokenKey)
