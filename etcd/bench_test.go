@@ -21,9 +21,10 @@ import (
 // The benchmarks run against the shared cluster ($SPENT_ETCDTEST_ENDPOINTS,
 // which bench/etcd.sh sets, or a 3-member cluster started for the run), each
 // under a prefix of its own, and report claims/s. BenchmarkClaim measures
-// spent's store and, right after it, the bare engine operation at the same
-// concurrency: one transaction per claim, If the key was never created Then
-// put the same encoded record Else get it, without the bucket's lease.
+// spent's store and the bare engine operation at the same concurrency, in
+// alternating phases of one run: the bare operation is one transaction per
+// claim, If the key was never created Then put the same encoded record Else
+// get it, without the bucket's lease.
 
 // benchConcurrency are the numbers of goroutines that claim at once.
 var benchConcurrency = []int{16, 64}
@@ -54,15 +55,18 @@ func benchOptions(b *testing.B) etcd.Options {
 	return o
 }
 
-// runClaimers runs b.N calls of claim from workers goroutines and reports
-// claims/s; each call claims per keys.
-func runClaimers(b *testing.B, workers, per int, claim func(rng *rand.Rand, seq uint64) error) {
-	b.Helper()
+// claimFunc makes one call (of per claims, seqs from seq on).
+type claimFunc func(rng *rand.Rand, seq uint64) error
+
+// seqs hands out seq counters to the benchmarks.
+var seqs atomic.Uint64
+
+// runCalls makes calls calls of claim from workers goroutines and returns
+// how long they took.
+func runCalls(b *testing.B, workers, calls, per int, claim claimFunc) time.Duration {
 	var next atomic.Int64
-	var seqs atomic.Uint64
 	var wg sync.WaitGroup
-	calls := (b.N + per - 1) / per
-	b.ResetTimer()
+	start := time.Now()
 	for w := range workers {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(w), uint64(time.Now().UnixNano())))
@@ -75,44 +79,84 @@ func runClaimers(b *testing.B, workers, per int, claim func(rng *rand.Rand, seq 
 		})
 	}
 	wg.Wait()
+	return time.Since(start)
+}
+
+// runClaimers runs b.N claims, in calls of per claims, from workers
+// goroutines, and reports claims/s.
+func runClaimers(b *testing.B, workers, per int, claim claimFunc) {
+	b.Helper()
+	calls := (b.N + per - 1) / per
+	b.ResetTimer()
+	runCalls(b, workers, calls, per, claim)
 	b.StopTimer()
 	b.ReportMetric(float64(calls*per)/b.Elapsed().Seconds(), "claims/s")
 }
 
+// sideBySide runs b.N claims from workers goroutines, alternating between
+// spent's store and the bare transaction in phases (spent, bare, bare,
+// spent, ...) of 20 claims per goroutine, so that both see the same machine
+// load, and reports the claims/s of each and their ratio.
+func sideBySide(b *testing.B, workers int, spentClaim, bareClaim claimFunc) {
+	b.Helper()
+	phase := 20 * workers
+	var took [2]time.Duration
+	var done [2]int
+	b.ResetTimer()
+	for i, left := 0, b.N; left > 0; i++ {
+		k := min(phase, left)
+		which := (i + i/2) % 2 // 0 1 1 0 0 1 1 0 ...
+		fn := spentClaim
+		if which == 1 {
+			fn = bareClaim
+		}
+		took[which] += runCalls(b, workers, k, 1, fn)
+		done[which] += k
+		left -= k
+	}
+	b.StopTimer()
+	rate := func(i int) float64 {
+		if took[i] == 0 {
+			return 0
+		}
+		return float64(done[i]) / took[i].Seconds()
+	}
+	b.ReportMetric(rate(0), "spent-claims/s")
+	b.ReportMetric(rate(1), "bare-claims/s")
+	if rate(1) > 0 {
+		b.ReportMetric(rate(0)/rate(1), "spent/bare")
+	}
+}
+
 // BenchmarkClaim measures, for 16 and 64 goroutines, the store's Claim of
-// fresh keys (Spent) and then the bare transaction (Bare) at the same
-// concurrency, back to back on the same cluster; then ClaimBatch of 100
-// fresh keys from 1 and 4 goroutines.
+// fresh keys and the bare transaction side by side (see sideBySide); then
+// ClaimBatch of 100 fresh keys from 1 and 4 goroutines.
 func BenchmarkClaim(b *testing.B) {
 	for _, n := range benchConcurrency {
 		b.Run("Concurrent"+strconv.Itoa(n), func(b *testing.B) {
-			b.Run("Spent", func(b *testing.B) {
-				s := MustOpen(b, benchOptions(b))
-				ctx := context.Background()
-				runClaimers(b, n, 1, func(rng *rand.Rand, seq uint64) error {
-					_, err := s.Claim(ctx, benchOp(rng, seq))
-					return err
-				})
-			})
-			b.Run("Bare", func(b *testing.B) {
-				o := benchOptions(b)
-				cli, err := clientv3.New(clientv3.Config{Endpoints: o.Endpoints, DialTimeout: o.DialTimeout, Logger: zap.NewNop()})
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.Cleanup(func() { cli.Close() })
-				ctx := context.Background()
-				runClaimers(b, n, 1, func(rng *rand.Rand, seq uint64) error {
-					op := benchOp(rng, seq)
-					k := etcd.RecordKey(o.Prefix, op.Record.Key)
-					_, err := cli.Txn(ctx).
-						If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).
-						Then(clientv3.OpPut(k, string(etcd.EncodeRecord(&op.Record)))).
-						Else(clientv3.OpGet(k)).
-						Commit()
-					return err
-				})
-			})
+			ctx := context.Background()
+			s := MustOpen(b, benchOptions(b))
+			o := benchOptions(b)
+			cli, err := clientv3.New(clientv3.Config{Endpoints: o.Endpoints, DialTimeout: o.DialTimeout, Logger: zap.NewNop()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { cli.Close() })
+			spentClaim := func(rng *rand.Rand, seq uint64) error {
+				_, err := s.Claim(ctx, benchOp(rng, seq))
+				return err
+			}
+			bareClaim := func(rng *rand.Rand, seq uint64) error {
+				op := benchOp(rng, seq)
+				k := etcd.RecordKey(o.Prefix, op.Record.Key)
+				_, err := cli.Txn(ctx).
+					If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).
+					Then(clientv3.OpPut(k, string(etcd.EncodeRecord(&op.Record)))).
+					Else(clientv3.OpGet(k)).
+					Commit()
+				return err
+			}
+			sideBySide(b, n, spentClaim, bareClaim)
 		})
 	}
 	for _, callers := range []int{1, 4} {
