@@ -66,8 +66,10 @@ type Options struct {
 	ResponseHeaders []string
 	// Retention is how long a key is remembered after its first request,
 	// and the value of the Idempotency-Retention header: a retry within it
-	// is answered from the ledger. Every claim carries its own expiry, so
-	// the namespace's retention does not apply. Default 24 hours (Stripe's).
+	// is answered from the ledger. A key whose effect was applied is
+	// remembered longer, for AppliedRetention: its retries are replayed (or
+	// held as unknown) until then. Every claim carries its own expiry, so
+	// the namespaces' retentions do not apply. Default 24 hours (Stripe's).
 	Retention time.Duration
 	// AppliedRetention is how long an applied marker is remembered: how long
 	// an operator has to resolve an unknown outcome, and at least Retention.
