@@ -50,9 +50,9 @@ var (
 	// few members answer, a member reports no leader or another leader than
 	// the others, or an alarm (NOSPACE, CORRUPT) is raised.
 	ErrUnhealthy = errors.New("etcd: cluster unhealthy")
-	// ErrContention is returned when one operation lost its conditional
-	// write maxAttempts times in a row to other writers of the same key. It
-	// wrote nothing.
+	// ErrContention is returned when an operation lost its conditional
+	// write to other writers of the same key 32 times in a row. That
+	// operation wrote nothing (earlier ops of a ClaimBatch may have).
 	ErrContention = errors.New("etcd: too much contention on one key")
 )
 
