@@ -427,8 +427,11 @@ func (m *Middleware) run(w http.ResponseWriter, r *http.Request, next http.Handl
 				// The lease ran out while the handler ran and a retry took
 				// the key over: its answer, not this one, will be stored.
 				m.inProgress(w, m.o.RetryAfter)
-			default:
+			case spent.EUnavailable:
 				m.log.Warn("idempotency: storing an answer failed; key left to its lease", "namespace", m.o.Namespace, "key", st.info.Key, "err", err)
+				m.ledgerFailure(w, err)
+			default: // a refusal, such as a result over the ledger's limit
+				m.release(ctx, st)
 				m.ledgerFailure(w, err)
 			}
 			return
@@ -452,7 +455,11 @@ func (m *Middleware) run(w http.ResponseWriter, r *http.Request, next http.Handl
 		if err := m.complete(ctx, m.o.AppliedNamespace, st.info.LedgerKey, st.markerSeq, enc); err != nil {
 			m.log.Error("idempotency: storing an applied answer failed; the outcome is unknown and held for an operator",
 				"namespace", m.o.AppliedNamespace, "key", st.info.Key, "seq", st.markerSeq.String(), "err", err)
-			m.writeProblem(w, http.StatusServiceUnavailable, CodeUnavailable, "the answer could not be stored; retry with the same key", m.retryAfter(m.o.RetryAfter))
+			if spent.ErrorCode(err) == spent.EUnavailable {
+				m.writeProblem(w, http.StatusServiceUnavailable, CodeUnavailable, "the answer could not be stored; retry with the same key", m.retryAfter(m.o.RetryAfter))
+			} else {
+				m.writeProblem(w, http.StatusInternalServerError, CodeInternal, "the answer could not be stored ("+spent.ErrorCode(err)+"); the outcome is held for an operator", 0)
+			}
 			return
 		}
 		if err := m.complete(ctx, m.o.Namespace, st.info.LedgerKey, st.claimSeq, enc); err != nil {

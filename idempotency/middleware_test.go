@@ -430,3 +430,31 @@ func TestHeaderScope(t *testing.T) {
 		t.Fatalf("scopes %q, %q: want two different hashes without the secret", a, b)
 	}
 }
+
+// TestResultOverLedgerLimit: a ledger that refuses to store an answer (its
+// MaxResult is smaller than the middleware's MaxResponse) gets a 500; before
+// Applied the key is released, after it the outcome is held.
+func TestResultOverLedgerLimit(t *testing.T) {
+	c := newClock()
+	o := testOptions()
+	cfg := ledgerConfig(o, testLease, c.Now)
+	cfg.MaxResult = 20
+	l, err := spent.NewLedger(context.Background(), inmem.New(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mw, err := idempotency.New(l, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := newApp()
+	srv := httptest.NewServer(mw.Handler(a))
+	defer srv.Close()
+	want{status: 500, code: idempotency.CodeInternal}.check(t, "before Applied", send(t, srv.URL, req{key: "k", do: "noapply"}))
+	want{status: 500, code: idempotency.CodeInternal}.check(t, "released: runs again", send(t, srv.URL, req{key: "k", do: "noapply"}))
+	want{status: 500, code: idempotency.CodeInternal}.check(t, "after Applied", send(t, srv.URL, req{key: "j"}))
+	want{status: 409, code: idempotency.CodeInProgress}.check(t, "held", send(t, srv.URL, req{key: "j"}))
+	if a.runs.Load() != 3 || a.effects.Load() != 1 {
+		t.Fatalf("runs %d, effects %d: want 3, 1", a.runs.Load(), a.effects.Load())
+	}
+}
