@@ -34,13 +34,15 @@
 // for the whole batch, in which every claim sees the earlier ones. Claims run
 // in key order, so concurrent batches lock rows in the same order.
 //
+// Expired rows are swept by [Store.DeleteExpired]: it lists up to limit
+// keys in expiry order from an index on expires_at, then deletes those keys
+// by primary key, so a sweep reads what it removes (a test checks the plan).
+//
 // Times are stored as int8 nanoseconds since the Unix epoch (timestamptz
 // holds microseconds only), so the expiry boundary is exact to the
-// nanosecond; the store accepts times from 1678 to 2262. Expired rows stay
-// until [Store.DeleteExpired] removes them, in bounded batches that walk an
-// index on expires_at; every read treats a row with expires_at <= now as
-// absent. Pending records are listed through a partial index in lease
-// order.
+// nanosecond; the store accepts times from 1678 to 2262. Every read treats
+// a row with expires_at <= now as absent, swept or not. Pending records are
+// listed through partial indexes in lease order.
 //
 // # Guarantees
 //
@@ -61,7 +63,10 @@
 //     completion unknown) is returned as [ErrOutcomeUnknown]: the write may
 //     have happened, and the ledger reads the key back. This is what
 //     CockroachDB and YugabyteDB, which speak this SQL, need to run the
-//     store; neither has been tested here.
+//     store. Neither has been tested here: the tests run PostgreSQL 15 only.
+//     On CockroachDB, Open skips the synchronous_commit and fsync checks
+//     (its commits are replicated by Raft) and, as it has no advisory locks,
+//     migrates without one, retrying when a concurrent first start wins.
 //   - Crash of the server: with the settings above, every acknowledged
 //     claim survives pg_ctl stop -m immediate (tested) and a power loss
 //     (fsync on).

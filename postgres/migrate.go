@@ -11,8 +11,10 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 //go:embed migrations/*.sql
@@ -69,13 +71,48 @@ func SchemaVersion() int {
 // stores in different schemas do not wait for each other.
 const lockClass = 0x73706e74
 
+// noAdvisoryLock makes migrate act as on a server without advisory locks.
+// Tests set it (see export_test.go).
+var noAdvisoryLock atomic.Bool
+
+// errNoAdvisoryLock marks a server without advisory locks.
+var errNoAdvisoryLock = errors.New("the server has no advisory locks")
+
 // migrate brings the schema up to date: in one transaction, under an
 // advisory lock held until it ends (so that servers starting at once take
 // turns and the later ones find nothing to do), it creates the schema when
 // missing and applies each embedded migration not yet recorded in
 // schema_migrations. It refuses a schema that a newer version of this
 // package has migrated further.
+//
+// A server without advisory locks (CockroachDB has none) migrates without
+// one; there a race between two first starts fails one transaction (a
+// serialization failure or a duplicate object), which is run again and
+// then finds the work done.
 func (s *Store) migrate(ctx context.Context) error {
+	lock := !noAdvisoryLock.Load()
+	for attempt := 0; ; attempt++ {
+		err := s.migrateOnce(ctx, lock)
+		if err == nil {
+			return nil
+		}
+		if lock && errors.Is(err, errNoAdvisoryLock) {
+			s.log.Info("postgres: the server has no advisory locks; concurrent migrations are settled by retrying", "error", err)
+			lock = false
+			continue
+		}
+		var pe *pgconn.PgError
+		if attempt < 5 && errors.As(err, &pe) {
+			switch pe.Code {
+			case "40001", "40P01", "23505", "42P06", "42P07": // a concurrent migration won
+				continue
+			}
+		}
+		return err
+	}
+}
+
+func (s *Store) migrateOnce(ctx context.Context, lock bool) error {
 	ms, err := migrations()
 	if err != nil {
 		return err
@@ -85,9 +122,15 @@ func (s *Store) migrate(ctx context.Context) error {
 		return err
 	}
 	defer tx.Rollback(ctx)
-	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1, $2)", int32(lockClass),
-		int32(crc32.ChecksumIEEE([]byte(s.opts.Schema)))); err != nil {
-		return fmt.Errorf("taking the migration lock: %w", err)
+	if lock {
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1, $2)", int32(lockClass),
+			int32(crc32.ChecksumIEEE([]byte(s.opts.Schema)))); err != nil {
+			var pe *pgconn.PgError
+			if errors.As(err, &pe) && (pe.Code == "42883" || pe.Code == "0A000") { // undefined_function, feature_not_supported
+				return fmt.Errorf("%w: %w", errNoAdvisoryLock, err)
+			}
+			return fmt.Errorf("taking the migration lock: %w", err)
+		}
 	}
 	schema := pgx.Identifier{s.opts.Schema}.Sanitize()
 	var exists bool

@@ -62,7 +62,7 @@ func TestMigrations(t *testing.T) {
 		}
 	})
 
-	t.Run("ConcurrentOpensRace", func(t *testing.T) {
+	concurrentOpens := func(t *testing.T) {
 		o := testOptions(t, dsn, freshSchema(t, dsn))
 		o.MinConns = 1
 		const n = 8
@@ -98,6 +98,11 @@ func TestMigrations(t *testing.T) {
 		if inserted != 1 {
 			t.Fatalf("claims of one key through %d stores: got %d inserted, want 1", n, inserted)
 		}
+	}
+	t.Run("ConcurrentOpensRace", concurrentOpens)
+	t.Run("ConcurrentOpensRaceWithoutAdvisoryLock", func(t *testing.T) {
+		defer postgres.SetNoAdvisoryLock()()
+		concurrentOpens(t)
 	})
 
 	t.Run("RefusesNewerSchema", func(t *testing.T) {

@@ -82,18 +82,23 @@ WHERE state = 1 AND lease_until <= $1 AND expires_at > $1
 ORDER BY lease_until, seq_node, seq_counter LIMIT $2`),
 
 		// The sweep walks the expiry indexes from their start, records
-		// first, then counters with what is left of the limit. The outer
+		// first, then counters with what is left of the limit, and deletes
+		// the keys found by primary key: the array is computed first, so the
+		// delete looks up those keys and reads nothing else (a join on the
+		// subquery may instead scan every expired row). The outer
 		// "expires_at <= $1" is checked again on the row's newest version
 		// (a row retaken since the subquery's snapshot has a new expiry and
 		// is kept).
 		deleteExpired: r.Replace(`WITH r AS (
 	DELETE FROM {records}
-	WHERE key IN (SELECT key FROM {records} WHERE expires_at <= $1 ORDER BY expires_at LIMIT $2) AND expires_at <= $1
+	WHERE key = ANY (ARRAY (SELECT key FROM {records} WHERE expires_at <= $1 ORDER BY expires_at LIMIT $2))
+		AND expires_at <= $1
 	RETURNING 1
 ), c AS (
 	DELETE FROM {counters}
-	WHERE key IN (SELECT key FROM {counters} WHERE expires_at <= $1 ORDER BY expires_at
-		LIMIT greatest($2 - (SELECT count(*) FROM r), 0)) AND expires_at <= $1
+	WHERE key = ANY (ARRAY (SELECT key FROM {counters} WHERE expires_at <= $1 ORDER BY expires_at
+		LIMIT greatest($2 - (SELECT count(*) FROM r), 0)))
+		AND expires_at <= $1
 	RETURNING 1
 )
 SELECT (SELECT count(*) FROM r) + (SELECT count(*) FROM c)`),

@@ -1,0 +1,92 @@
+package postgres_test
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/spentledger/spent"
+	"github.com/spentledger/spent/internal/pgtest"
+)
+
+var actualRows = regexp.MustCompile(`actual time=[0-9.]+\.\.[0-9.]+ rows=([0-9]+)`)
+
+// TestPlansUseIndexes checks, with EXPLAIN on a table of 20,000 records, that
+// the sweep and the listing of pending records walk their indexes instead of
+// reading the table: their cost is what they return, not what the store
+// holds.
+func TestPlansUseIndexes(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	s := MustOpen(t, testOptions(t, dsn, freshSchema(t, dsn)))
+	ctx := context.Background()
+	const n = 20000
+	ops := make([]spent.ClaimOp, 0, 5000)
+	for i := range n {
+		var op spent.ClaimOp
+		if i%50 == 0 {
+			op = pendingOp(fmt.Sprintf("p%d", i), uint64(i+1), t0)
+			op.Record.Namespace = []string{"pay", "tickets"}[i/50%2]
+		} else {
+			op = completeOp(fmt.Sprintf("k%d", i), uint64(i+1), t0)
+		}
+		op.Record.ExpiresAt = t0.Add(time.Duration(i) * time.Second)
+		ops = append(ops, op)
+		if len(ops) == cap(ops) {
+			if _, err := s.ClaimBatch(ctx, ops); err != nil {
+				t.Fatal(err)
+			}
+			ops = ops[:0]
+		}
+	}
+	if _, err := s.Pool().Exec(ctx, "ANALYZE "+pgx.Identifier{s.Schema(), "records"}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	now := t0.Add(time.Hour).UnixNano()
+	cases := []struct {
+		name, sql string
+		args      []any
+		index     string
+		maxRows   int // the most rows any step of the plan may produce, or 0
+	}{
+		// 3,601 records have expired; a sweep of 100 must read 100.
+		{"DeleteExpired", s.SQL("deleteExpired"), []any{now, int64(100)}, "records_expires_at", 100},
+		{"ListPendingOfANamespace", s.SQL("listPending"), []any{[]byte("pay"), now, 100}, "records_pending_ns", 0},
+		{"ListPendingOfAll", s.SQL("listPendingAll"), []any{now, 100}, "records_pending ", 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tx, err := s.Pool().Begin(ctx) // EXPLAIN ANALYZE of a DELETE runs it: roll back
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback(ctx)
+			rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, COSTS OFF) "+tc.sql, tc.args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			if err != nil {
+				t.Fatal(err)
+			}
+			plan := strings.Join(lines, "\n") + "\n"
+			if !strings.Contains(plan, "Index Scan using "+tc.index) && !strings.Contains(plan, "Index Only Scan using "+tc.index) {
+				t.Fatalf("plan:\n%s\nwant an index scan of %s", plan, strings.TrimSpace(tc.index))
+			}
+			if strings.Contains(plan, "Seq Scan on records") {
+				t.Fatalf("plan:\n%s\nwant no sequential scan of records", plan)
+			}
+			if tc.maxRows > 0 {
+				for _, m := range actualRows.FindAllStringSubmatch(plan, -1) {
+					if n, _ := strconv.Atoi(m[1]); n > tc.maxRows {
+						t.Fatalf("plan:\n%s\nhas a step of %d rows, want at most %d (the limit)", plan, n, tc.maxRows)
+					}
+				}
+			}
+		})
+	}
+}
