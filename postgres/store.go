@@ -97,6 +97,9 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	s.pool = pool
 	if err := s.checkDurability(ctx); err != nil {
 		pool.Close()
+		if errors.Is(err, ErrNonDurable) {
+			return nil, err // already says "postgres: ..." and why
+		}
 		return nil, fmt.Errorf("postgres: open: %w", err)
 	}
 	if err := s.migrate(ctx); err != nil {
@@ -161,6 +164,9 @@ func (s *Store) do(ctx context.Context, op string, f func(ctx context.Context) e
 		if s.closed.Load() {
 			return fmt.Errorf("postgres: %s: %w (%w)", op, spent.ErrClosed, err)
 		}
+		if errors.Is(err, ErrNonDurable) {
+			return err // a new connection was refused; it says why
+		}
 		var pe *pgconn.PgError
 		retry := false
 		if errors.As(err, &pe) {
@@ -191,16 +197,21 @@ func (s *Store) do(ctx context.Context, op string, f func(ctx context.Context) e
 	}
 }
 
-// backoff returns a random wait in [b/2, b), b = RetryBackoff·2^attempt,
+// backoff returns a random wait in [b/2, b], b = RetryBackoff·2^attempt,
 // capped at one second.
 func (s *Store) backoff(attempt int) time.Duration {
-	b := s.opts.RetryBackoff << min(attempt, 20)
-	if b <= 0 || b > time.Second {
-		b = min(time.Second, max(s.opts.RetryBackoff, 0)<<min(attempt, 20))
-		if b <= 0 {
-			return 0
-		}
+	b := s.opts.RetryBackoff
+	if b <= 0 {
+		return 0
 	}
+	for range attempt {
+		if b >= time.Second/2 {
+			b = time.Second
+			break
+		}
+		b *= 2
+	}
+	b = min(b, time.Second)
 	return b/2 + rand.N(b/2+1)
 }
 
