@@ -142,11 +142,12 @@ type Error struct {
 	// tells (it is replayed, runs, or meets an unknown outcome that an
 	// operator must resolve).
 	Known bool
-	// StatusCode and Code are the last answer's status and problem code
-	// (CodeOutcomeUnknown, CodeInProgress, ...), zero and empty when the
-	// last attempt got no answer.
+	// StatusCode is the last answer's status, zero when the last attempt
+	// got no answer.
 	StatusCode int
-	Code       string
+	// Code is the last answer's problem code (CodeOutcomeUnknown,
+	// CodeInProgress, ...), empty when it had none.
+	Code string
 	// RetryAfter is the last answer's Retry-After, if any.
 	RetryAfter time.Duration
 	// Err is the last attempt's error, if it got no answer.

@@ -35,11 +35,15 @@ type Journal struct {
 type JournalEntry struct {
 	// Key is the request's idempotency key.
 	Key string `json:"key"`
-	// Method, URL, Header and Body are the request as first sent.
-	Method string      `json:"method"`
-	URL    string      `json:"url"`
+	// Method is the request's method.
+	Method string `json:"method"`
+	// URL is the request's URL.
+	URL string `json:"url"`
+	// Header holds the request's headers as first sent, Idempotency-Key
+	// included.
 	Header http.Header `json:"header"`
-	Body   []byte      `json:"body"`
+	// Body is the request's body.
+	Body []byte `json:"body"`
 	// Created is when the request was journaled.
 	Created time.Time `json:"created"`
 }

@@ -21,14 +21,18 @@ type capture struct {
 
 func newCapture(max int) *capture { return &capture{header: make(http.Header), max: max} }
 
+// Header returns the captured header map.
 func (c *capture) Header() http.Header { return c.header }
 
+// WriteHeader records the first final status.
 func (c *capture) WriteHeader(code int) {
 	if c.status == 0 && code >= 200 {
 		c.status = code
 	}
 }
 
+// Write buffers p, up to the limit; beyond it the response is marked
+// overflowed and the bytes are dropped.
 func (c *capture) Write(p []byte) (int, error) {
 	if c.status == 0 {
 		c.status = http.StatusOK

@@ -17,8 +17,10 @@ const ticketPrefix = "spent-ticket-v1."
 // ticket is what a QR payload carries: a random id minted by the server and
 // the end of the ticket's validity (the event's end).
 type ticket struct {
-	ID         [16]byte
-	ValidUntil time.Time // whole seconds
+	// ID is 16 random bytes.
+	ID [16]byte
+	// ValidUntil is the end of the event, in whole seconds.
+	ValidUntil time.Time
 }
 
 // idString is the ticket id in hex, the key the gate claims.

@@ -19,10 +19,13 @@ type transfer struct {
 	ID string `json:"id"`
 	// Seq is the seq of the payment's applied marker, the seed's
 	// "machine_id:int": unique, and increasing on each node.
-	Seq         string    `json:"seq"`
-	Amount      int64     `json:"amount"`
-	Destination string    `json:"destination"`
-	At          time.Time `json:"at"`
+	Seq string `json:"seq"`
+	// Amount is the payment's amount.
+	Amount int64 `json:"amount"`
+	// Destination is the payment's destination account.
+	Destination string `json:"destination"`
+	// At is when the money left.
+	At time.Time `json:"at"`
 }
 
 // bank is the money ledger of the example: an append-only file with one

@@ -262,7 +262,9 @@ func (m *Main) failBeforeAndAfter(next http.Handler) http.Handler {
 
 // payment is the body of POST /payments.
 type payment struct {
-	Amount      int64  `json:"amount"`
+	// Amount is what to send, in the smallest unit of the currency.
+	Amount int64 `json:"amount"`
+	// Destination is the account to send it to.
 	Destination string `json:"destination"`
 }
 
@@ -318,14 +320,17 @@ type recorder struct {
 	body   []byte
 }
 
+// Header returns the recorded header map.
 func (r *recorder) Header() http.Header { return r.header }
 
+// WriteHeader records the first status.
 func (r *recorder) WriteHeader(code int) {
 	if r.status == 0 {
 		r.status = code
 	}
 }
 
+// Write buffers p.
 func (r *recorder) Write(p []byte) (int, error) {
 	if r.status == 0 {
 		r.status = http.StatusOK
