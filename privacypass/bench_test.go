@@ -53,7 +53,7 @@ func newBenchEnv(b *testing.B) *benchEnv {
 	cfg.GenerateRSAKey = keyGen()
 	lcfg := spent.DefaultConfig()
 	lcfg.Secret = bytes.Repeat([]byte("s"), 32)
-	lcfg.Namespaces = map[string]spent.Policy{privacypass.DefaultNamespace: privacypass.NamespacePolicy(cfg.Epoch, cfg.Grace)}
+	lcfg.Namespaces = map[string]spent.Policy{privacypass.DefaultNamespace: privacypass.NamespacePolicy(cfg.Epoch, cfg.Grace, cfg.Skew)}
 	e := &benchEnv{keyFor: map[privacypass.TokenType][]byte{}}
 	if e.ledger, err = spent.NewLedger(ctx, store, lcfg); err != nil {
 		b.Fatal(err)

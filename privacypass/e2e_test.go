@@ -107,7 +107,7 @@ func ledgerConfig(c *clock, node uint32, epoch, grace time.Duration) spent.Confi
 	cfg := spent.DefaultConfig()
 	cfg.Secret = bytes.Repeat([]byte("s"), 32)
 	cfg.Node = node
-	cfg.Namespaces = map[string]spent.Policy{privacypass.DefaultNamespace: privacypass.NamespacePolicy(epoch, grace)}
+	cfg.Namespaces = map[string]spent.Policy{privacypass.DefaultNamespace: privacypass.NamespacePolicy(epoch, grace, privacypass.DefaultSkew)}
 	cfg.Now = c.Now
 	return cfg
 }

@@ -38,7 +38,7 @@ func Example() {
 	cfg.AttesterTokens = []string{"an-attester-token"}
 	lcfg := spent.DefaultConfig()
 	lcfg.Secret = []byte("an example secret of at least 32 bytes")
-	lcfg.Namespaces = map[string]spent.Policy{privacypass.DefaultNamespace: privacypass.NamespacePolicy(cfg.Epoch, cfg.Grace)}
+	lcfg.Namespaces = map[string]spent.Policy{privacypass.DefaultNamespace: privacypass.NamespacePolicy(cfg.Epoch, cfg.Grace, cfg.Skew)}
 	ledger, err := spent.NewLedger(ctx, store, lcfg)
 	if err != nil {
 		log.Fatal(err)

@@ -249,7 +249,7 @@ func TestNewRefusesUnsafeNamespaces(t *testing.T) {
 	cfg.IssuerName = "issuer.example"
 	cfg.AttesterTokens = []string{attester}
 	cfg.GenerateRSAKey = keyGen()
-	good := privacypass.NamespacePolicy(cfg.Epoch, cfg.Grace)
+	good := privacypass.NamespacePolicy(cfg.Epoch, cfg.Grace, cfg.Skew)
 	cases := map[string]func(*spent.Policy){
 		"Echo":           func(p *spent.Policy) { p.Mode = spent.ModeEcho },
 		"Retake":         func(p *spent.Policy) { p.OnLeaseExpiry = spent.Retake },

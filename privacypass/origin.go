@@ -175,12 +175,14 @@ func checkPolicy(p spent.Policy) error {
 }
 
 // NamespacePolicy returns the ledger policy of a token namespace for keys
-// accepted for at most epoch + grace (+ skew): refuse mode, hold on lease
-// expiry, a 30-second lease for the wrapped handler, and a retention as
-// long as a token can live. Every spend carries its own expiry (the key's
-// last acceptance instant), so the retention is only a bound.
-func NamespacePolicy(epoch, grace time.Duration) spent.Policy {
-	return spent.Policy{Mode: spent.ModeRefuse, Retention: epoch + grace + DefaultSkew, Lease: 30 * time.Second, OnLeaseExpiry: spent.Hold}
+// of the given epoch, grace and clock-skew allowance (Config.Epoch, Grace,
+// Skew): refuse mode, hold on lease expiry, a 30-second lease for the
+// wrapped handler, and a retention as long as a token can live (a token may
+// be spent from skew before its key's epoch to grace after it). Every spend
+// carries its own expiry, the key's last acceptance instant, so the
+// retention is only a bound, which New checks.
+func NamespacePolicy(epoch, grace, skew time.Duration) spent.Policy {
+	return spent.Policy{Mode: spent.ModeRefuse, Retention: epoch + grace + skew, Lease: 30 * time.Second, OnLeaseExpiry: spent.Hold}
 }
 
 // Challenges returns fresh challenges, one per token type that has a
