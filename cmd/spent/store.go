@@ -49,7 +49,7 @@ func storeKind(dsn string) (string, error) {
 			return "", err
 		}
 		return scheme, nil
-	case "redis", "rediss", "redis-cluster", "rediss-cluster", "postgres", "postgresql", "etcd":
+	case "redis", "rediss", "redis-cluster", "rediss-cluster", "postgres", "postgresql", "etcd", "etcds":
 		return scheme, nil
 	}
 	return "", fmt.Errorf("store %q: unknown scheme %q (want %s)", redactDSN(dsn), scheme, storeSchemes)

@@ -44,7 +44,7 @@ func openSharedStore(ctx context.Context, kind string, cfg serveConfig, log *slo
 			return nil, fmt.Errorf("opening store %s: %w", where, err)
 		}
 		return &openedStore{store: s, kind: "postgres", where: where}, nil
-	case "etcd":
+	case "etcd", "etcds":
 		opts, err := etcd.ParseURL(cfg.StoreURL)
 		if err != nil {
 			return nil, err
