@@ -409,6 +409,11 @@ func (o *Origin) redeem(ctx context.Context, raw []byte, oneStep bool) (*Spend, 
 		c.Result = []byte{}
 	}
 	res, err := o.ledger.Claim(ctx, c)
+	if err != nil && spent.ErrorCode(err) == spent.EInvalid && !o.ledger.Now().Before(key.AcceptUntil()) {
+		// The key's window closed between the check above and the claim:
+		// the ledger refuses an expiry that is not in the future.
+		return nil, refused(CodeKeyExpired, "tokens of key %s were accepted until %s", hexID(key.ID), key.AcceptUntil().Format(time.RFC3339))
+	}
 	if err != nil {
 		code := CodeUnavailable
 		if ec := spent.ErrorCode(err); ec != spent.EUnavailable && ec != spent.EInternal {
