@@ -1,0 +1,290 @@
+package ecash_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/spentledger/spent"
+	"github.com/spentledger/spent/ecash"
+	"github.com/spentledger/spent/inmem"
+)
+
+func TestSpend(t *testing.T) {
+	ctx := context.Background()
+
+	t.Run("ReplayReturnsFirstBytes", func(t *testing.T) {
+		e := newEnv(t, nil, nil)
+		coin := e.coins(t, 8)[0]
+		body, p := e.spendBody(t, coin, 4, 2, 1)
+		first, err := e.client.Send(ctx, ecash.SpendPath, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if first.Replayed {
+			t.Fatal("first spend answered replayed")
+		}
+		signed := e.iss.Stats().Signatures
+		again, err := e.client.Send(ctx, ecash.SpendPath, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := e.iss.Stats().Signatures; n != signed {
+			t.Fatalf("the replay computed %d signatures, want 0", n-signed)
+		}
+		if !again.Replayed || !bytes.Equal(first.Response, again.Response) {
+			t.Fatalf("replay: replayed=%v, same bytes=%v; want true, true", again.Replayed, bytes.Equal(first.Response, again.Response))
+		}
+		change, resp, err := p.Finish(again.Response)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.Charge != 1 || len(change) != 3 {
+			t.Fatalf("charge %d, %d change tokens; want 1, 3", resp.Charge, len(change))
+		}
+		// The change is spendable.
+		b2, _ := e.spendBody(t, change[0], 2, 2)
+		if _, err := e.client.Send(ctx, ecash.SpendPath, b2); err != nil {
+			t.Fatalf("spending change: %v", err)
+		}
+		if s := e.iss.Stats(); s.Spends != 2 || s.Charged != 7+1 {
+			t.Fatalf("stats %+v: want 2 spends, 8 charged (7 at issuance, 1 at the spend)", s)
+		}
+	})
+
+	t.Run("OtherBytesAreDoubleSpend", func(t *testing.T) {
+		e := newEnv(t, nil, nil)
+		coin := e.coins(t, 8)[0]
+		b1, _ := e.spendBody(t, coin, 4)
+		if _, err := e.client.Send(ctx, ecash.SpendPath, b1); err != nil {
+			t.Fatal(err)
+		}
+		b2, _ := e.spendBody(t, coin, 4)
+		_, err := e.client.Send(ctx, ecash.SpendPath, b2)
+		if code(err) != ecash.CodeDoubleSpend || err.(*ecash.Error).Status != 409 || !err.(*ecash.Error).Final() {
+			t.Fatalf("got %v, want final double_spend 409", err)
+		}
+	})
+
+	t.Run("ProofInvalidTouchesNothing", func(t *testing.T) {
+		e := newEnv(t, nil, nil)
+		coin := e.coins(t, 8)[0]
+		bad := ecash.Coin{Denomination: 8, Token: append([]byte(nil), coin.Token...)}
+		bad.Token[len(bad.Token)-1] ^= 1
+		b, _ := e.spendBody(t, bad, 4)
+		if _, err := e.client.Send(ctx, ecash.SpendPath, b); code(err) != ecash.CodeProofInvalid {
+			t.Fatalf("got %v, want proof_invalid", err)
+		}
+		b, _ = e.spendBody(t, coin, 4)
+		if _, err := e.client.Send(ctx, ecash.SpendPath, b); err != nil {
+			t.Fatalf("the token must still be spendable: %v", err)
+		}
+	})
+
+	t.Run("ChangeOverValueIsBadRequestAndTouchesNothing", func(t *testing.T) {
+		e := newEnv(t, nil, func(c *ecash.Config) { c.Price = 1 })
+		coin := e.coins(t, 4)[0]
+		b, _ := e.spendBody(t, coin, 4)
+		if _, err := e.client.Send(ctx, ecash.SpendPath, b); code(err) != ecash.CodeBadRequest {
+			t.Fatalf("got %v, want bad_request (change 4 from 4 at price 1)", err)
+		}
+		b, _ = e.spendBody(t, coin, 2, 1)
+		if _, err := e.client.Send(ctx, ecash.SpendPath, b); err != nil {
+			t.Fatalf("the token must still be spendable: %v", err)
+		}
+	})
+
+	t.Run("ExpiredKeyIsProofInvalid", func(t *testing.T) {
+		e := newEnv(t, nil, nil)
+		coin := e.coins(t, 8)[0]
+		e.clock.Advance(30*time.Hour + time.Minute)
+		b, _ := e.spendBody(t, coin, 4)
+		if _, err := e.client.Send(ctx, ecash.SpendPath, b); code(err) != ecash.CodeProofInvalid {
+			t.Fatalf("got %v, want proof_invalid", err)
+		}
+	})
+
+	t.Run("RacingIdenticalGetSameBytes", func(t *testing.T) {
+		e := newEnv(t, nil, nil)
+		coin := e.coins(t, 8)[0]
+		body, _ := e.spendBody(t, coin, 4, 2)
+		const n = 16
+		answers := make([]ecash.Answer, n)
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				answers[i], errs[i] = e.client.Send(ctx, ecash.SpendPath, body)
+			}()
+		}
+		wg.Wait()
+		fresh := 0
+		for i := range n {
+			if errs[i] != nil {
+				t.Fatalf("request %d: %v", i, errs[i])
+			}
+			if !bytes.Equal(answers[i].Response, answers[0].Response) {
+				t.Fatalf("request %d got other bytes", i)
+			}
+			if !answers[i].Replayed {
+				fresh++
+			}
+		}
+		if fresh != 1 {
+			t.Fatalf("%d fresh answers, want 1", fresh)
+		}
+	})
+
+	t.Run("RacingDifferentOneWins", func(t *testing.T) {
+		e := newEnv(t, nil, nil)
+		coin := e.coins(t, 8)[0]
+		const n = 12
+		bodies := make([][]byte, n)
+		for i := range bodies {
+			bodies[i], _ = e.spendBody(t, coin, 4)
+		}
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, errs[i] = e.client.Send(ctx, ecash.SpendPath, bodies[i])
+			}()
+		}
+		wg.Wait()
+		wins := 0
+		for i, err := range errs {
+			switch code(err) {
+			case "":
+				wins++
+			case ecash.CodeDoubleSpend:
+			default:
+				t.Fatalf("request %d: %v", i, err)
+			}
+		}
+		if wins != 1 || e.iss.Stats().Spends != 1 {
+			t.Fatalf("%d winners, %d spends; want 1, 1", wins, e.iss.Stats().Spends)
+		}
+	})
+}
+
+// failing is a store whose reads and claims fail while broken is set.
+type failing struct {
+	spent.Store
+	broken atomic.Bool
+}
+
+func (f *failing) Claim(ctx context.Context, op spent.ClaimOp) (spent.ClaimResult, error) {
+	if f.broken.Load() {
+		return spent.ClaimResult{}, errors.New("disk on fire")
+	}
+	return f.Store.Claim(ctx, op)
+}
+
+func (f *failing) Get(ctx context.Context, k spent.Hash, now time.Time) (spent.Record, error) {
+	if f.broken.Load() {
+		return spent.Record{}, errors.New("disk on fire")
+	}
+	return f.Store.Get(ctx, k, now)
+}
+
+func TestStoreFailureFailsClosed(t *testing.T) {
+	ctx := context.Background()
+	st := &failing{Store: inmem.New()}
+	e := newEnv(t, st, nil)
+	coin := e.coins(t, 8)[0]
+	body, _ := e.spendBody(t, coin, 4)
+	st.broken.Store(true)
+	_, err := e.client.Send(ctx, ecash.SpendPath, body)
+	var ee *ecash.Error
+	if !errors.As(err, &ee) || ee.Code != ecash.CodeUnavailable || ee.Status != 503 || ee.Final() {
+		t.Fatalf("got %v, want retryable unavailable 503", err)
+	}
+	st.broken.Store(false)
+	a, err := e.client.Send(ctx, ecash.SpendPath, body)
+	if err != nil || a.Replayed {
+		t.Fatalf("resend after the outage: %v (replayed %v), want a fresh answer", err, a.Replayed)
+	}
+}
+
+func TestIssue(t *testing.T) {
+	ctx := context.Background()
+
+	t.Run("ReplayAndMismatch", func(t *testing.T) {
+		e := newEnv(t, nil, nil)
+		body, p := e.issueBody(t, 8, 4)
+		first, err := e.client.Send(ctx, ecash.IssuePath, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := e.client.Send(ctx, ecash.IssuePath, body)
+		if err != nil || !again.Replayed || !bytes.Equal(first.Response, again.Response) {
+			t.Fatalf("replay: %v, replayed=%v", err, again.Replayed)
+		}
+		if _, resp, err := p.Finish(again.Response); err != nil || resp.Value != 15 || resp.Charge != 3 {
+			t.Fatalf("finish: %v %+v", err, resp)
+		}
+		req, _ := ecash.ParseIssue(body)
+		req.Outputs = req.Outputs[:1]
+		other, _ := req.MarshalBinary()
+		if _, err := e.client.Send(ctx, ecash.IssuePath, other); code(err) != ecash.CodeChallengeMismatch {
+			t.Fatalf("got %v, want challenge_mismatch", err)
+		}
+		// Past expiry, the identical resend still replays.
+		e.clock.Advance(ecash.DefaultChallengeTTL + time.Minute)
+		if a, err := e.client.Send(ctx, ecash.IssuePath, body); err != nil || !bytes.Equal(a.Response, first.Response) {
+			t.Fatalf("replay after expiry: %v", err)
+		}
+	})
+
+	t.Run("ExpiredOrForeignIsGone", func(t *testing.T) {
+		e := newEnv(t, nil, nil)
+		body, _ := e.issueBody(t, 8)
+		e.clock.Advance(ecash.DefaultChallengeTTL + time.Second)
+		if _, err := e.client.Send(ctx, ecash.IssuePath, body); code(err) != ecash.CodeChallengeGone {
+			t.Fatalf("expired: got %v, want challenge_gone", err)
+		}
+		body, _ = e.issueBody(t, 8)
+		body[5] ^= 1 // inside the challenge id: the MAC no longer matches
+		if _, err := e.client.Send(ctx, ecash.IssuePath, body); code(err) != ecash.CodeChallengeGone {
+			t.Fatalf("foreign: got %v, want challenge_gone", err)
+		}
+	})
+
+	t.Run("BadWorkIsProofInvalidAndConsumesNothing", func(t *testing.T) {
+		e := newEnv(t, nil, func(c *ecash.Config) { c.Difficulty = 12 })
+		body, _ := e.issueBody(t, 8)
+		req, _ := ecash.ParseIssue(body)
+		good := req.Solution
+		for s := uint64(0); ; s++ {
+			if ecash.Work(req.Challenge, s) < 12 {
+				req.Solution = s
+				break
+			}
+		}
+		bad, _ := req.MarshalBinary()
+		if _, err := e.client.Send(ctx, ecash.IssuePath, bad); code(err) != ecash.CodeProofInvalid {
+			t.Fatalf("got %v, want proof_invalid", err)
+		}
+		req.Solution = good
+		ok, _ := req.MarshalBinary()
+		if _, err := e.client.Send(ctx, ecash.IssuePath, ok); err != nil {
+			t.Fatalf("the challenge must still be usable: %v", err)
+		}
+	})
+
+	t.Run("TooMuchIsBadRequest", func(t *testing.T) {
+		e := newEnv(t, nil, nil)
+		body, _ := e.issueBody(t, 8, 8)
+		if _, err := e.client.Send(ctx, ecash.IssuePath, body); code(err) != ecash.CodeBadRequest {
+			t.Fatalf("got %v, want bad_request", err)
+		}
+	})
+}
