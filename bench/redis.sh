@@ -5,18 +5,23 @@
 #
 #   1. redis-benchmark, 50 clients, SET key:__rand_int__ val NX EX 108000
 #      (random keys out of 100,000,000);
-#   2. the Go benchmarks of package redis (BenchmarkClaim: the bare
-#      SET NX EX through go-redis and the store's Claim, both from 50
-#      goroutines; the ledger's claim path; ClaimBatch of 100 against the
-#      bare SET NX EX pipelined by 100), against the same server;
+#   2. the Go benchmarks of package redis, against the same server:
+#      BenchmarkClaim runs each contender for BENCHTIME, one after the other:
+#      the bare SET NX EX through go-redis and the store's Claim, both from 50
+#      goroutines; two-step claims (the claim script); the ledger's claim
+#      path; ClaimBatch of 100 against the bare SET NX EX pipelined by 100.
+#      BenchmarkClaimInterleaved runs the same contenders in alternating
+#      rounds of 2,000 claims, so that all see the same drift of the machine,
+#      and reports their ratios to the bare SET NX EX: the figures to quote;
 #   3. redis-benchmark again, so that drift of the machine during the run
 #      shows;
 #
 # then the ratios of the store's claims/s to the bare figures.
 #
-# Usage: bench/redis.sh [REQUESTS] [BENCHTIME]
+# Usage: bench/redis.sh [REQUESTS] [BENCHTIME] [CLAIMS]
 #   REQUESTS   requests per redis-benchmark run (default 200000)
-#   BENCHTIME  go test -benchtime per Go benchmark (default 10s)
+#   BENCHTIME  go test -benchtime per BenchmarkClaim contender (default 10s)
+#   CLAIMS     claims per contender in BenchmarkClaimInterleaved (default 50000)
 # Environment: SPENT_BENCH_COUNT (default 1) repetitions of the Go benchmarks.
 #
 # Needs redis-server, redis-cli and redis-benchmark (Debian: redis-server,
@@ -25,6 +30,7 @@ set -euo pipefail
 
 REQUESTS=${1:-200000}
 BENCHTIME=${2:-10s}
+CLAIMS=${3:-50000}
 COUNT=${SPENT_BENCH_COUNT:-1}
 cd "$(dirname "$0")/.."
 
@@ -64,27 +70,27 @@ run_redis_benchmark() {
 }
 run_redis_benchmark
 
-echo "== go test -bench BenchmarkClaim (same server): benchtime=$BENCHTIME, count=$COUNT"
-out=$(SPENT_REDIS_BENCH_ADDR=127.0.0.1:$port go test -run '^$' -bench 'BenchmarkClaim' -benchtime "$BENCHTIME" -count "$COUNT" ./redis/ 2>&1 |
+echo "== go test -bench 'BenchmarkClaim\$' (same server): benchtime=$BENCHTIME, count=$COUNT"
+out=$(SPENT_REDIS_BENCH_ADDR=127.0.0.1:$port go test -run '^$' -bench 'BenchmarkClaim$' -benchtime "$BENCHTIME" -count "$COUNT" ./redis/ 2>&1 |
 	grep -E '^(Benchmark|ok|FAIL|---)' || true)
 echo "$out"
+echo "== go test -bench BenchmarkClaimInterleaved (same server): benchtime=${CLAIMS}x, count=$COUNT"
+inter=$(SPENT_REDIS_BENCH_ADDR=127.0.0.1:$port go test -run '^$' -bench 'BenchmarkClaimInterleaved' -benchtime "${CLAIMS}x" -count "$COUNT" ./redis/ 2>&1 |
+	grep -E '^(Benchmark|ok|FAIL|---)' || true)
+echo "$inter"
 
 run_redis_benchmark
 
-# rate NAME: the mean claims/s of the benchmarks named NAME.
-rate() {
-	echo "$out" | awk -v name="$1" '$1 ~ name { for (i = 2; i < NF; i++) if ($(i+1) == "claims/s") { s += $i; n++ } }
-		END { if (n) printf "%.0f", s / n; else print 0 }'
+# metric UNIT: the mean of the interleaved benchmark's metric UNIT.
+metric() {
+	echo "$inter" | awk -v unit="$1" '$1 ~ /^BenchmarkClaimInterleaved/ { for (i = 2; i < NF; i++) if ($(i+1) == unit) { s += $i; n++ } }
+		END { if (n) printf "%.2f", s / n; else print 0 }'
 }
-store=$(rate '/Store/c50')
-gobare=$(rate '/BareSETNX/c50')
-batch1=$(rate '/StoreBatch100/callers1')
-batch4=$(rate '/StoreBatch100/callers4')
 rb=$(echo "${bare[@]}" | awk '{ for (i = 1; i <= NF; i++) s += $i; printf "%.0f", s / NF }')
-echo "== ratios (claims/s)"
-awk -v s="$store" -v g="$gobare" -v r="$rb" -v b1="$batch1" -v b4="$batch4" 'BEGIN {
-	printf "store Claim c50 / bare SET NX EX c50 through go-redis:  %d / %d = %.2f\n", s, g, (g ? s / g : 0)
-	printf "store Claim c50 / redis-benchmark c50 (mean of two):    %d / %d = %.2f\n", s, r, (r ? s / r : 0)
-	printf "store ClaimBatch100 x1 / bare SET NX EX c50 (go-redis): %d / %d = %.2f\n", b1, g, (g ? b1 / g : 0)
-	printf "store ClaimBatch100 x4 / bare SET NX EX c50 (go-redis): %d / %d = %.2f\n", b4, g, (g ? b4 / g : 0)
-}'
+echo "== ratios (claims/s), from the interleaved rounds"
+printf 'bare SET NX EX c50 through go-redis:      %.0f claims/s (redis-benchmark c50, mean of two runs: %s requests/s)\n' "$(metric bare-claims/s)" "$rb"
+printf 'store Claim c50 (one-step):               %.0f claims/s = %s x bare\n' "$(metric store-claims/s)" "$(metric store/bare)"
+printf 'store Claim c50 (two-step, claim script): %.0f claims/s = %s x bare\n' "$(metric pending-claims/s)" "$(metric pending/bare)"
+printf 'ledger Claim c50 (whole claim path):      %.0f claims/s = %s x bare\n' "$(metric ledger-claims/s)" "$(metric ledger/bare)"
+printf 'store ClaimBatch100 from 4 callers:       %.0f claims/s = %s x bare\n' "$(metric batch100x4-claims/s)" "$(metric batch100x4/bare)"
+awk -v s="$(metric store-claims/s)" -v r="$rb" 'BEGIN { if (r > 0) printf "store Claim c50 / redis-benchmark c50:     %.2f (different client, different moments: indicative only)\n", s / r }'

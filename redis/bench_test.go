@@ -204,3 +204,131 @@ func BenchmarkClaim(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkClaimInterleaved measures the same contenders as BenchmarkClaim,
+// but in alternating rounds of 2,000 claims each (bare SET NX EX, store
+// Claim, two-step store Claim, ledger claim, store ClaimBatch of 100 from 4
+// callers), so that all of them see the same drift of a shared machine; it
+// reports each one's claims/s and its ratio to the bare SET NX EX. b.N is the
+// number of claims of each contender.
+func BenchmarkClaimInterleaved(b *testing.B) {
+	addr := benchAddr(b)
+	opts := serverOptions(addr, "bench interleaved "+strconv.FormatInt(time.Now().UnixNano(), 10))
+	ctx := context.Background()
+	s := MustOpen(b, opts)
+	bare := goredis.NewClient(&goredis.Options{
+		Addr: addr, PoolSize: opts.PoolSize, DialTimeout: opts.DialTimeout, ReadTimeout: opts.ReadTimeout,
+		WriteTimeout: opts.WriteTimeout, ContextTimeoutEnabled: true, DisableIdentity: true,
+	})
+	b.Cleanup(func() { bare.Close() })
+	cfg := spent.DefaultConfig()
+	cfg.Secret = make([]byte, spent.MinSecretLen)
+	cfg.Namespaces = map[string]spent.Policy{"tickets": {
+		Mode: spent.ModeRefuse, Retention: benchTTL, Lease: time.Minute, OnLeaseExpiry: spent.Hold,
+	}}
+	l, err := spent.NewLedger(ctx, s, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var seqs atomic.Uint64
+	randKey := func(rng *rand.Rand) [16]byte {
+		var k [16]byte
+		binary.LittleEndian.PutUint64(k[:8], rng.Uint64())
+		binary.LittleEndian.PutUint64(k[8:], rng.Uint64())
+		return k
+	}
+	// Each contender claims n keys from its goroutines.
+	concurrent := func(claim func(rng *rand.Rand) error) func(n int) error {
+		return func(n int) error {
+			var next atomic.Int64
+			var wg sync.WaitGroup
+			errs := make(chan error, benchConcurrency)
+			for w := range benchConcurrency {
+				wg.Go(func() {
+					rng := rand.New(rand.NewPCG(uint64(w), uint64(time.Now().UnixNano())))
+					for next.Add(1) <= int64(n) {
+						if err := claim(rng); err != nil {
+							errs <- err
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			close(errs)
+			return <-errs
+		}
+	}
+	contenders := []struct {
+		name string
+		run  func(n int) error
+	}{
+		{"bare", concurrent(func(rng *rand.Rand) error {
+			k := randKey(rng)
+			return bare.SetNX(ctx, opts.Prefix+"bare:"+hex.EncodeToString(k[:]), "val", benchTTL).Err()
+		})},
+		{"store", concurrent(func(rng *rand.Rand) error {
+			_, err := s.Claim(ctx, benchOp(rng, seqs.Add(1)))
+			return err
+		})},
+		{"pending", concurrent(func(rng *rand.Rand) error {
+			op := benchOp(rng, seqs.Add(1))
+			op.Record.State, op.Record.Result, op.Record.LeaseUntil = spent.StatePending, nil, op.Now.Add(time.Minute)
+			_, err := s.Claim(ctx, op)
+			return err
+		})},
+		{"ledger", concurrent(func(rng *rand.Rand) error {
+			k := randKey(rng)
+			_, err := l.Claim(ctx, spent.Claim{Namespace: "tickets", Key: string(k[:]), Place: "gate-12", Result: []byte{}})
+			return err
+		})},
+		{"batch100x4", func(n int) error {
+			var next atomic.Int64
+			var wg sync.WaitGroup
+			errs := make(chan error, 4)
+			for c := range 4 {
+				wg.Go(func() {
+					rng := rand.New(rand.NewPCG(uint64(c), uint64(time.Now().UnixNano())))
+					for {
+						m := int(min(100, int64(n)-(next.Add(100)-100)))
+						if m <= 0 {
+							return
+						}
+						ops := make([]spent.ClaimOp, m)
+						for i := range ops {
+							ops[i] = benchOp(rng, seqs.Add(1))
+						}
+						if _, err := s.ClaimBatch(ctx, ops); err != nil {
+							errs <- err
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			close(errs)
+			return <-errs
+		}},
+	}
+	const round = 2000
+	took := make([]time.Duration, len(contenders))
+	b.ResetTimer()
+	for done := 0; done < b.N; done += round {
+		n := min(round, b.N-done)
+		for i, c := range contenders {
+			start := time.Now()
+			if err := c.run(n); err != nil {
+				b.Fatalf("%s: %v", c.name, err)
+			}
+			took[i] += time.Since(start)
+		}
+	}
+	b.StopTimer()
+	rate := func(i int) float64 { return float64(b.N) / took[i].Seconds() }
+	for i, c := range contenders {
+		b.ReportMetric(rate(i), c.name+"-claims/s")
+		if i > 0 {
+			b.ReportMetric(rate(i)/rate(0), c.name+"/bare")
+		}
+	}
+}

@@ -206,6 +206,7 @@ func TestKillCheckCatchesLostClaims(t *testing.T) {
 	srv := redistest.Start(t, redistest.Args("--appendonly", "no"))
 	opts := serverOptions(srv.Addr, t.TempDir())
 	opts.AllowNonDurable = true
+	opts.AutoPipeline = false // the path without autopipelining, killed too
 	r := newKillRun(t, srv, opts)
 	r.cycles(1, 16)
 	lost := 0

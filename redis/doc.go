@@ -43,8 +43,10 @@
 // release scripts of that tag keep, so every script touches one slot.
 // [Store.ListPending] walks the 256 indexes in one pipeline and merges them.
 // [Store.ClaimBatch] sends its calls in one pipeline (in a cluster, one
-// per primary, in parallel). Seq reservations are INCRBY on a counter per
-// node.
+// per primary, in parallel). The single calls of concurrent callers are
+// autopipelined ([Options.AutoPipeline]): sent together on one connection
+// per server, so that one write, one read and one fsync of the server
+// answer many of them. Seq reservations are INCRBY on a counter per node.
 //
 // # Guarantees
 //

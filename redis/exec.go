@@ -95,11 +95,16 @@ func (s *Store) exec(ctx context.Context, calls []*call, wait bool) error {
 	return err
 }
 
-// run sends calls through the client: one command, or a pipeline. The
-// errors of the commands stay on them, for exec.
+// run sends calls through the client: one command (through the
+// autopipeliner, with Options.AutoPipeline), or a pipeline. The errors of the
+// commands stay on them, for exec.
 func (s *Store) run(ctx context.Context, calls []*call, eval bool) error {
 	if len(calls) == 1 {
-		_ = s.uc.Process(ctx, calls[0].command(ctx, eval))
+		if s.ap != nil {
+			_ = s.ap.Process(ctx, calls[0].command(ctx, eval))
+		} else {
+			_ = s.uc.Process(ctx, calls[0].command(ctx, eval))
+		}
 		return nil
 	}
 	pipe := s.uc.Pipeline()

@@ -25,9 +25,10 @@ func TestParseURL(t *testing.T) {
 		{"redis://[::1]:7000/3", with(func(o *redis.Options) { o.Addrs = []string{"[::1]:7000"}; o.DB = 3 })},
 		{"redis://:s%40cret@h:1/", with(func(o *redis.Options) { o.Addrs = []string{"h:1"}; o.Password = "s@cret" })},
 		{"redis://spent:pw@h:1", with(func(o *redis.Options) { o.Addrs = []string{"h:1"}; o.Username = "spent"; o.Password = "pw" })},
-		{"redis://h:1?allow_non_durable=true&wait_replicas=2&wait_timeout=250ms&prefix=app1:&pool_size=8&dial_timeout=1s&read_timeout=3s&write_timeout=2s",
+		{"redis://h:1?allow_non_durable=true&wait_replicas=2&wait_timeout=250ms&prefix=app1:&auto_pipeline=false&pool_size=8&dial_timeout=1s&read_timeout=3s&write_timeout=2s",
 			with(func(o *redis.Options) {
 				o.Addrs = []string{"h:1"}
+				o.AutoPipeline = false
 				o.AllowNonDurable = true
 				o.WaitReplicas = 2
 				o.WaitTimeout = 250 * time.Millisecond

@@ -73,7 +73,7 @@ func TestServer(t *testing.T) {
 	})
 	admin := goredis.NewClient(&goredis.Options{Addr: addr, DisableIdentity: true})
 	defer admin.Close()
-	commonTests(t, func(t *testing.T, dir string) *redis.Store { return MustOpen(t, serverOptions(addr, dir)) }, admin)
+	commonTests(t, func(dir string) redis.Options { return serverOptions(addr, dir) }, admin)
 }
 
 // TestCluster runs the conformance suite on a Redis Cluster of three
@@ -88,7 +88,7 @@ func TestCluster(t *testing.T) {
 	})
 	admin := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs, DisableIdentity: true})
 	defer admin.Close()
-	commonTests(t, func(t *testing.T, dir string) *redis.Store { return MustOpen(t, clusterOptions(addrs, dir)) }, admin)
+	commonTests(t, func(dir string) redis.Options { return clusterOptions(addrs, dir) }, admin)
 	t.Run("KeysSpreadOverPrimaries", func(t *testing.T) { testSpread(t, addrs, admin) })
 	t.Run("TagsMatchServerSlots", func(t *testing.T) { testTagSlots(t, admin) })
 	t.Run("ClusterNodeIsNoSingleServer", func(t *testing.T) {

@@ -26,6 +26,7 @@ type Store struct {
 	uc      goredis.UniversalClient // single or cluster
 	single  *goredis.Client         // nil in cluster mode
 	cluster *goredis.ClusterClient  // nil in single mode
+	ap      *goredis.AutoPipeliner  // single calls, with Options.AutoPipeline
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -103,6 +104,18 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if err := s.init(ctx); err != nil {
 		s.uc.Close()
 		return nil, err
+	}
+	if opts.AutoPipeline {
+		var err error
+		if s.cluster != nil {
+			s.ap, err = s.cluster.AutoPipeline()
+		} else {
+			s.ap, err = s.single.AutoPipeline()
+		}
+		if err != nil {
+			s.uc.Close()
+			return nil, fmt.Errorf("redis: open: %w", err)
+		}
 	}
 	return s, nil
 }
@@ -182,6 +195,9 @@ func (s *Store) primaries(ctx context.Context) ([]*goredis.Client, error) {
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.closed.Store(true)
+		if s.ap != nil {
+			s.ap.Close() // answers what is queued
+		}
 		s.closeErr = s.uc.Close()
 		if s.closeErr != nil {
 			s.closeErr = fmt.Errorf("redis: close: %w", s.closeErr)

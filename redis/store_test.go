@@ -224,18 +224,21 @@ func testBatchOverStoredFreeRecords(t *testing.T, s *redis.Store) {
 // testTwoLedgers races two ledgers (two spent servers, each with its own
 // connections and node number) on one keyspace: of every key claimed
 // through both at once, exactly one claim is fresh, and both agree on it.
-func testTwoLedgers(t *testing.T, open func(t *testing.T, dir string) *redis.Store) {
+func testTwoLedgers(t *testing.T, options func(dir string) redis.Options) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	ledgers := make([]*spent.Ledger, 2)
 	for i := range ledgers {
+		// One server sends its calls one by one, the other autopipelined.
+		opts := options(dir)
+		opts.AutoPipeline = i == 0
 		cfg := spent.DefaultConfig()
 		cfg.Secret = []byte("the two servers share this secret, 32+ bytes")
 		cfg.Node = uint32(i + 1)
 		cfg.Namespaces = map[string]spent.Policy{"tickets": {
 			Mode: spent.ModeRefuse, Retention: time.Hour, Lease: time.Minute, OnLeaseExpiry: spent.Hold,
 		}}
-		l, err := spent.NewLedger(ctx, open(t, dir), cfg)
+		l, err := spent.NewLedger(ctx, MustOpen(t, opts), cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -370,9 +373,9 @@ func testConcurrentBatches(t *testing.T, s *redis.Store) {
 
 // commonTests are the store's own tests, run on a single server and on a
 // cluster.
-func commonTests(t *testing.T, openDir func(t *testing.T, dir string) *redis.Store, admin goredis.UniversalClient) {
+func commonTests(t *testing.T, options func(dir string) redis.Options, admin goredis.UniversalClient) {
 	ctx := context.Background()
-	open := func(t *testing.T) *redis.Store { return openDir(t, t.TempDir()) }
+	open := func(t *testing.T) *redis.Store { return MustOpen(t, options(t.TempDir())) }
 	t.Run("ScriptCacheFlushed", func(t *testing.T) {
 		testScriptCacheFlushed(t, open(t), func() error {
 			if c, ok := admin.(*goredis.ClusterClient); ok {
@@ -390,6 +393,16 @@ func commonTests(t *testing.T, openDir func(t *testing.T, dir string) *redis.Sto
 	})
 	t.Run("ConcurrentBatches", func(t *testing.T) { testConcurrentBatches(t, open(t)) })
 	t.Run("BatchOverStoredFreeRecords", func(t *testing.T) { testBatchOverStoredFreeRecords(t, open(t)) })
-	t.Run("TwoLedgersOneFresh", func(t *testing.T) { testTwoLedgers(t, openDir) })
+	t.Run("TwoLedgersOneFresh", func(t *testing.T) { testTwoLedgers(t, options) })
+	t.Run("WithoutAutoPipeline", func(t *testing.T) {
+		noAP := func(t *testing.T) *redis.Store {
+			o := options(t.TempDir())
+			o.AutoPipeline = false
+			return MustOpen(t, o)
+		}
+		t.Run("ResentClaimIsInserted", func(t *testing.T) { testResentClaim(t, noAP(t)) })
+		t.Run("BatchOverStoredFreeRecords", func(t *testing.T) { testBatchOverStoredFreeRecords(t, noAP(t)) })
+		t.Run("Closed", func(t *testing.T) { testClosed(t, noAP(t)) })
+	})
 	t.Run("Closed", func(t *testing.T) { testClosed(t, open(t)) })
 }
