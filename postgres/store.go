@@ -240,7 +240,7 @@ func (s *Store) Claim(ctx context.Context, op spent.ClaimOp) (spent.ClaimResult,
 
 func (s *Store) claim(ctx context.Context, op *spent.ClaimOp, args []any) (spent.ClaimResult, error) {
 	for range maxRereads {
-		res, ok, err := s.claimOnce(ctx, s.pool, op, args)
+		res, ok, err := s.claimOnce(ctx, op, args)
 		if err != nil || ok {
 			return res, err
 		}
@@ -255,16 +255,11 @@ func (s *Store) claim(ctx context.Context, op *spent.ClaimOp, args []any) (spent
 	return spent.ClaimResult{}, ErrUnsettled
 }
 
-// querier is what pgxpool.Pool and pgx.BatchResults-backed code share.
-type querier interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-}
-
 // claimOnce runs the claim statement. ok is false when its answer cannot be
 // trusted: no row came back, or only a version of the row that is free at
 // op.Now (an old one, from the snapshot).
-func (s *Store) claimOnce(ctx context.Context, q querier, op *spent.ClaimOp, args []any) (res spent.ClaimResult, ok bool, err error) {
-	rows, err := q.Query(ctx, s.q.claim, args...)
+func (s *Store) claimOnce(ctx context.Context, op *spent.ClaimOp, args []any) (res spent.ClaimResult, ok bool, err error) {
+	rows, err := s.pool.Query(ctx, s.q.claim, args...)
 	if err != nil {
 		return res, false, err
 	}
