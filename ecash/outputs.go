@@ -62,8 +62,8 @@ func NewOutputs(challenge []byte, keys []*Key, seed []byte) (*Pending, error) {
 	if len(seed) != SeedSize {
 		return nil, fmt.Errorf("ecash: seed of %d bytes: want %d", len(seed), SeedSize)
 	}
-	if len(keys) == 0 || len(keys) > MaxOutputs {
-		return nil, fmt.Errorf("ecash: %d outputs: want 1 to %d", len(keys), MaxOutputs)
+	if len(keys) > MaxOutputs {
+		return nil, fmt.Errorf("ecash: %d outputs: at most %d", len(keys), MaxOutputs)
 	}
 	p := &Pending{keys: keys}
 	for i, k := range keys {

@@ -59,7 +59,8 @@ type Spend struct {
 	// Return is the value the client asks back as change: the sum of the
 	// outputs' denominations.
 	Return uint64
-	// Outputs are the change tokens asked for.
+	// Outputs are the change tokens asked for; none when the whole value
+	// is paid.
 	Outputs []Output
 }
 
@@ -92,8 +93,8 @@ func Digest(body []byte) []byte {
 }
 
 func appendOutputs(b []byte, outs []Output) ([]byte, error) {
-	if len(outs) == 0 || len(outs) > MaxOutputs {
-		return nil, fmt.Errorf("%w: %d outputs: want 1 to %d", ErrMalformed, len(outs), MaxOutputs)
+	if len(outs) > MaxOutputs {
+		return nil, fmt.Errorf("%w: %d outputs: at most %d", ErrMalformed, len(outs), MaxOutputs)
 	}
 	b = binary.BigEndian.AppendUint16(b, uint16(len(outs)))
 	for _, o := range outs {
@@ -195,8 +196,8 @@ func (r *reader) end() error {
 
 func (r *reader) outputs() []Output {
 	n := r.u16()
-	if r.err == nil && (n == 0 || n > MaxOutputs) {
-		r.err = fmt.Errorf("%w: %d outputs: want 1 to %d", ErrMalformed, n, MaxOutputs)
+	if r.err == nil && n > MaxOutputs {
+		r.err = fmt.Errorf("%w: %d outputs: at most %d", ErrMalformed, n, MaxOutputs)
 	}
 	if r.err != nil {
 		return nil

@@ -1,0 +1,157 @@
+package wallet_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/spentledger/spent/ecash"
+	"github.com/spentledger/spent/wallet"
+)
+
+func TestIssueAndSpend(t *testing.T) {
+	ctx := context.Background()
+	is := newIssuer(t)
+	w, path := newWallet(t, is.url, wallet.Options{})
+	coins, err := w.Issue(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := w.Balance(); s != 15 || len(coins) != 4 {
+		t.Fatalf("balance %d with %d coins, want 15 with 4", s, len(coins))
+	}
+	resp, change, err := w.Spend(ctx, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Charge != 3 || value(w) != 12 {
+		t.Fatalf("charge %d, value %d; want 3, 12", resp.Charge, value(w))
+	}
+	// All four are equally old; the first worth 3 is the 8 (issued in
+	// denomination order 8, 4, 2, 1), whose change is 4 + 1.
+	if len(change) != 2 || change[0].Denomination != 4 || change[1].Denomination != 1 {
+		t.Fatalf("change %+v, want tokens of 4 and 1", change)
+	}
+	w.Close()
+	w2, err := wallet.Open(path, wallet.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w2.Close()
+	if value(w2) != 12 || len(w2.Journal()) != 0 {
+		t.Fatalf("reopened: value %d, %d entries; want 12, 0", value(w2), len(w2.Journal()))
+	}
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("file mode %v (%v), want 0600", fi.Mode(), err)
+	}
+}
+
+func TestOpenLocks(t *testing.T) {
+	is := newIssuer(t)
+	_, path := newWallet(t, is.url, wallet.Options{})
+	if _, err := wallet.Open(path, wallet.Options{}); !errors.Is(err, wallet.ErrInUse) {
+		t.Fatalf("got %v, want ErrInUse", err)
+	}
+}
+
+func TestMinAge(t *testing.T) {
+	ctx := context.Background()
+	is := newIssuer(t)
+	clk := &fakeNow{}
+	clk.ns.Store(time.Now().UnixNano())
+	w, _ := newWallet(t, is.url, wallet.Options{MinAge: time.Minute, Now: clk.Now})
+	if _, err := w.Issue(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := w.Spend(ctx, 1); !errors.Is(err, wallet.ErrNoToken) {
+		t.Fatalf("young tokens: got %v, want ErrNoToken", err)
+	}
+	clk.ns.Add(int64(time.Minute))
+	if _, _, err := w.Spend(ctx, 1); err != nil {
+		t.Fatalf("after a minute: %v", err)
+	}
+}
+
+func TestLostResponseIsResumed(t *testing.T) {
+	ctx := context.Background()
+	is := newIssuer(t)
+	tr := &dropping{}
+	w, _ := newWallet(t, is.url, wallet.Options{HTTPClient: &http.Client{Transport: tr}})
+	if _, err := w.Issue(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tr.drop.Store(true)
+	if _, _, err := w.Spend(ctx, 1); err == nil {
+		t.Fatal("spend with a lost response succeeded")
+	}
+	if _, err := w.Issue(ctx); err == nil {
+		t.Fatal("issue with a lost response succeeded")
+	}
+	if n := len(w.Journal()); n != 2 {
+		t.Fatalf("%d journal entries, want 2", n)
+	}
+	if v := value(w); v != 15 {
+		t.Fatalf("value %d while in flight, want 15 (7 spendable, the input of 8 in flight)", v)
+	}
+	r, err := w.Resume(ctx)
+	if err != nil || r.Kept != 2 {
+		t.Fatalf("resume while answers are lost: %+v, %v; want 2 kept", r, err)
+	}
+	tr.drop.Store(false)
+	signed := is.Stats().Signatures
+	r, err = w.Resume(ctx)
+	if err != nil || r.Finished != 2 {
+		t.Fatalf("resume: %+v, %v; want 2 finished", r, err)
+	}
+	if is.Stats().Signatures != signed {
+		t.Fatal("the resume made the issuer sign again: it must replay")
+	}
+	if s, f := w.Balance(); s+is.Stats().Charged != is.Stats().Issued || f != 0 {
+		t.Fatalf("spendable %d + charged %d != issued %d (in flight %d)", s, is.Stats().Charged, is.Stats().Issued, f)
+	}
+}
+
+func TestUntouchedErrorsRestoreTheToken(t *testing.T) {
+	ctx := context.Background()
+	is := newIssuer(t)
+	w, path := newWallet(t, is.url, wallet.Options{})
+	if _, err := w.Issue(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A spend journaled but never delivered, whose journal entry is then
+	// corrupted: the issuer answers proof_invalid to the resend, and the
+	// token comes back.
+	tr := &dropping{}
+	tr.refuse.Store(true)
+	w.Close()
+	w, err := wallet.Open(path, wallet.Options{HTTPClient: &http.Client{Transport: tr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if _, _, err := w.Spend(ctx, 1); err == nil {
+		t.Fatal("want a refused connection")
+	}
+	w.Close()
+	corruptJournal(t, path)
+	w, err = wallet.Open(path, wallet.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	r, err := w.Resume(ctx)
+	if err != nil || r.Cleared != 1 || r.Restored != 1 {
+		t.Fatalf("resume: %+v, %v; want 1 cleared, 1 restored", r, err)
+	}
+	var ee *ecash.Error
+	if !errors.As(r.Errors[0], &ee) || ee.Code != ecash.CodeProofInvalid {
+		t.Fatalf("got %v, want proof_invalid", r.Errors[0])
+	}
+	if s, f := w.Balance(); s != 15 || f != 0 {
+		t.Fatalf("balance %d (+%d in flight), want 15", s, f)
+	}
+}
