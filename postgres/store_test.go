@@ -304,3 +304,67 @@ func TestStore(t *testing.T) {
 		}
 	})
 }
+
+// TestTwoServersOneSchema is two spent servers on one schema: two stores
+// (two connection pools) under two ledgers with different nodes, claims of
+// the same keys racing through both. Each key is fresh exactly once, and
+// both servers then answer with the winner's seq.
+func TestTwoServersOneSchema(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	schema := freshSchema(t, dsn)
+	ctx := context.Background()
+	ledgers := make([]*spent.Ledger, 2)
+	for i := range ledgers {
+		s := MustOpen(t, testOptions(t, dsn, schema))
+		cfg := spent.DefaultConfig()
+		cfg.Secret = []byte("one secret shared by both servers, 32+ bytes")
+		cfg.Node = uint32(i + 1)
+		l, err := spent.NewLedger(ctx, s, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ledgers[i] = l
+	}
+	const keys, perServer = 200, 3
+	type answer struct {
+		fresh bool
+		seq   spent.Seq
+	}
+	answers := make([][]answer, keys)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i, l := range ledgers {
+		for g := range perServer {
+			wg.Go(func() {
+				for k := range keys {
+					key := fmt.Sprintf("key-%d", (k+g*7+i*13)%keys)
+					res, err := l.Claim(ctx, spent.Claim{Namespace: "default", Key: key, Result: []byte("r")})
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					var idx int
+					fmt.Sscanf(key, "key-%d", &idx)
+					mu.Lock()
+					answers[idx] = append(answers[idx], answer{res.Outcome == spent.Fresh, res.Record.Seq})
+					mu.Unlock()
+				}
+			})
+		}
+	}
+	wg.Wait()
+	for k, as := range answers {
+		fresh := 0
+		for _, a := range as {
+			if a.fresh {
+				fresh++
+			}
+			if a.seq != as[0].seq {
+				t.Fatalf("key-%d: answered with seqs %v and %v, want one", k, as[0].seq, a.seq)
+			}
+		}
+		if fresh != 1 || len(as) != 2*perServer {
+			t.Fatalf("key-%d: got %d fresh of %d answers, want 1 of %d", k, fresh, len(as), 2*perServer)
+		}
+	}
+}
