@@ -211,6 +211,7 @@ store; the other commands talk to a running server.`,
 		m.getCommand(),
 		m.unknownCommand(),
 		m.benchCommand(),
+		newTokenCmd(),
 	)
 	return root
 }
