@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"slices"
@@ -16,6 +17,7 @@ import (
 	"github.com/spentledger/spent"
 	sphttp "github.com/spentledger/spent/http"
 	"github.com/spentledger/spent/pebble"
+	"github.com/spentledger/spent/privacypass"
 )
 
 // Defaults of the serve command, also documented in docs/configuration.md.
@@ -61,6 +63,9 @@ type serveConfig struct {
 	// StoreURL names the store as a DSN (see storeSchemes); empty is the
 	// embedded store in the data directory.
 	StoreURL string
+	// Privacypass, when set, turns on the Privacy Pass issuer and the
+	// /v1/redeem endpoint (the file's [privacypass] section).
+	Privacypass *privacypass.Config
 	// AllowNonDurable lets a shared store start on an engine configured to
 	// lose acknowledged writes (it then logs what can be lost).
 	AllowNonDurable bool
@@ -113,6 +118,7 @@ type fileConfig struct {
 	Namespaces      map[string]fileNamespace `toml:"namespaces"`
 	Tokens          []fileToken              `toml:"tokens"`
 	Store           fileStore                `toml:"store"`
+	Privacypass     *privacypass.Config      `toml:"privacypass"`
 }
 
 type fileStore struct {
@@ -283,6 +289,22 @@ func (cfg *serveConfig) parse(doc string, getenv func(string) string) error {
 			}
 			cfg.Ledger.Namespaces[name] = p
 		}
+	}
+
+	if f.Privacypass != nil {
+		pc := *f.Privacypass
+		if err := pc.Validate(); err != nil {
+			return fmt.Errorf("[privacypass]: %w", err)
+		}
+		if _, ok := cfg.Ledger.Namespaces[pc.Namespace]; !ok {
+			// The token namespace is the server's to configure: refuse mode,
+			// hold, and a retention as long as a token can live.
+			if len(f.Namespaces) == 0 {
+				cfg.Ledger.Namespaces = maps.Clone(cfg.Ledger.Namespaces)
+			}
+			cfg.Ledger.Namespaces[pc.Namespace] = privacypass.NamespacePolicy(pc.Epoch, pc.Grace, pc.Skew)
+		}
+		cfg.Privacypass = &pc
 	}
 
 	seen := map[string]int{}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/spentledger/spent"
 	sphttp "github.com/spentledger/spent/http"
+	"github.com/spentledger/spent/privacypass"
 )
 
 // Timeouts of the HTTP server. Claims are small and fast; these only bound
@@ -172,9 +173,21 @@ func (m *Main) serve(ctx context.Context, cfg serveConfig) error {
 		}
 		return nil
 	}
-	handler, err := sphttp.NewServer(ledger, hc)
+	api, err := sphttp.NewServer(ledger, hc)
 	if err != nil {
 		return fmt.Errorf("http server: %w", err)
+	}
+	var handler http.Handler = api
+	var pp *privacypass.Server
+	if cfg.Privacypass != nil {
+		if pp, err = m.startPrivacypass(ctx, cfg, ledger, log); err != nil {
+			return err
+		}
+		defer pp.Close()
+		mux := http.NewServeMux()
+		mux.Handle("/", api)
+		pp.Register(mux)
+		handler = mux
 	}
 
 	ln, err := net.Listen("tcp", cfg.Listen)
@@ -209,6 +222,9 @@ func (m *Main) serve(ctx context.Context, cfg serveConfig) error {
 		defer close(sweepDone)
 		sw.run(sweepCtx)
 	}()
+	if pp != nil {
+		go pp.Run(sweepCtx)
+	}
 	fenceDone := make(chan struct{})
 	go func() {
 		defer close(fenceDone)
@@ -248,4 +264,44 @@ func (m *Main) serve(ctx context.Context, cfg serveConfig) error {
 	}
 	log.Info("stopped")
 	return runErr
+}
+
+// Where the privacypass section keeps its files in the data directory.
+const (
+	kekFile        = "kek"
+	privacypassDir = "privacypass-keys"
+)
+
+// startPrivacypass builds the Privacy Pass issuer and redemption endpoint of
+// cfg's [privacypass] section. The key-encryption key comes from SPENT_KEK
+// (base64 of 32 bytes), or, when that is unset, from DATA/kek, generated on
+// first use with a warning.
+func (m *Main) startPrivacypass(ctx context.Context, cfg serveConfig, ledger *spent.Ledger, log *slog.Logger) (*privacypass.Server, error) {
+	var kek []byte
+	if v := m.getenv("SPENT_KEK"); v != "" {
+		k, err := privacypass.ParseKEK(v)
+		if err != nil {
+			return nil, fmt.Errorf("SPENT_KEK: %w", err)
+		}
+		kek = k
+	} else {
+		path := filepath.Join(cfg.Data, kekFile)
+		k, created, err := privacypass.LoadOrCreateKEK(path)
+		if err != nil {
+			return nil, fmt.Errorf("privacypass: %w", err)
+		}
+		if created {
+			log.Warn("privacypass: SPENT_KEK is unset, so a key-encryption key was generated beside the keys it protects; set SPENT_KEK to keep the keys safe from a copy of the data directory", "path", path)
+		} else {
+			log.Warn("privacypass: SPENT_KEK is unset: using the key-encryption key in the data directory", "path", path)
+		}
+		kek = k
+	}
+	pp, err := privacypass.New(ctx, *cfg.Privacypass, ledger, filepath.Join(cfg.Data, privacypassDir), kek, log.With("component", "privacypass"))
+	if err != nil {
+		return nil, fmt.Errorf("privacypass: %w", err)
+	}
+	log.Info("privacypass: issuer and redemption on", "issuer_name", cfg.Privacypass.IssuerName,
+		"directory", privacypass.DirectoryPath, "token_request", cfg.Privacypass.RequestPath, "redeem", privacypass.RedeemPath)
+	return pp, nil
 }
