@@ -33,6 +33,12 @@ type KeySource interface {
 	Current(t TokenType, now time.Time) (*VerificationKey, bool)
 }
 
+// The key sources.
+var (
+	_ KeySource = (*Keyring)(nil)
+	_ KeySource = (*DirectoryKeys)(nil)
+)
+
 // OriginConfig configures an Origin.
 type OriginConfig struct {
 	// IssuerName is the issuer_name of the challenges.
@@ -234,10 +240,15 @@ func (o *Origin) WriteChallenges(h http.Header) bool {
 // constants; for CodeDoubleSpend, Record is the ledger's record of the first
 // spend (when and where).
 type RedeemError struct {
-	Code   string
+	// Code is the stable error code (a Code* constant).
+	Code string
+	// Detail explains the refusal to a person.
 	Detail string
+	// Record is the ledger's record of the first spend, for
+	// CodeDoubleSpend; nil otherwise.
 	Record *spent.Record
-	Err    error
+	// Err is the cause, if any.
+	Err error
 }
 
 // Error returns the code and the detail.

@@ -79,11 +79,16 @@ var codeTitles = map[string]string{
 // Problem is an RFC 9457 problem document as this package writes it, and
 // the error type of the client for answers that carry one.
 type Problem struct {
-	Type   string `json:"type"`
-	Title  string `json:"title"`
-	Status int    `json:"status"`
+	// Type is ProblemType followed by the code.
+	Type string `json:"type"`
+	// Title is a short summary of the code.
+	Title string `json:"title"`
+	// Status is the HTTP status.
+	Status int `json:"status"`
+	// Detail explains this occurrence to a person.
 	Detail string `json:"detail"`
-	Code   string `json:"code"`
+	// Code is the stable error code (a Code* constant).
+	Code string `json:"code"`
 }
 
 // Error returns the code and the detail.

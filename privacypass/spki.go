@@ -35,8 +35,8 @@ func mustHexBytes(s string) []byte {
 
 // spki is SubjectPublicKeyInfo with the algorithm kept as raw bytes.
 type spki struct {
-	Algorithm asn1.RawValue
-	PublicKey asn1.BitString
+	Algorithm asn1.RawValue  // AlgorithmIdentifier, compared as bytes
+	PublicKey asn1.BitString // RSAPublicKey (PKCS #1)
 }
 
 // MarshalPublicKey returns the RSASSA-PSS SubjectPublicKeyInfo (DER) of a

@@ -65,7 +65,7 @@ func (tf *tokenFlags) client() *privacypass.Client {
 	return &privacypass.Client{HTTPClient: &http.Client{Timeout: tf.timeout}, AttesterToken: token, Epoch: tf.epoch}
 }
 
-func requireURL(name, v string) error {
+func tokenRequireURL(name, v string) error {
 	if v == "" {
 		return usagef("--%s is required", name)
 	}
@@ -136,7 +136,7 @@ func tokenDirectoryCmd() *cobra.Command {
 		Example: `  spent token directory --issuer https://issuer.example`,
 		Args:    exactArgs(0, "no arguments"),
 		RunE: func(c *cobra.Command, _ []string) error {
-			if err := requireURL("issuer", tf.issuer); err != nil {
+			if err := tokenRequireURL("issuer", tf.issuer); err != nil {
 				return err
 			}
 			ctx, cancel := context.WithTimeout(c.Context(), tf.timeout)
@@ -170,9 +170,9 @@ func tokenDirectoryCmd() *cobra.Command {
 	return c
 }
 
-// challengeFrom asks the origin and returns its PrivateToken challenge of
+// tokenChallengeFrom asks the origin and returns its PrivateToken challenge of
 // type typ (0: the first supported one).
-func challengeFrom(ctx context.Context, hc *http.Client, method, origin string, typ uint16) (*privacypass.Challenge, error) {
+func tokenChallengeFrom(ctx context.Context, hc *http.Client, method, origin string, typ uint16) (*privacypass.Challenge, error) {
 	req, err := http.NewRequestWithContext(ctx, method, origin, nil)
 	if err != nil {
 		return nil, usagef("--origin: %w", err)
@@ -206,7 +206,7 @@ type tokenJSON struct {
 	KeyID     string `json:"token_key_id"`
 }
 
-func printToken(out io.Writer, asJSON bool, raw []byte) error {
+func tokenPrint(out io.Writer, asJSON bool, raw []byte) error {
 	s := base64.URLEncoding.EncodeToString(raw)
 	if !asJSON {
 		_, err := fmt.Fprintln(out, s)
@@ -233,10 +233,10 @@ for as many fresh challenges.`,
   spent token fetch --issuer http://127.0.0.1:7070 --origin http://127.0.0.1:7070/v1/redeem --type 1`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(c *cobra.Command, _ []string) error {
-			if err := requireURL("issuer", tf.issuer); err != nil {
+			if err := tokenRequireURL("issuer", tf.issuer); err != nil {
 				return err
 			}
-			if err := requireURL("origin", tf.origin); err != nil {
+			if err := tokenRequireURL("origin", tf.origin); err != nil {
 				return err
 			}
 			if count < 1 {
@@ -245,7 +245,7 @@ for as many fresh challenges.`,
 			cl := tf.client()
 			for range count {
 				ctx, cancel := context.WithTimeout(c.Context(), tf.timeout)
-				ch, err := challengeFrom(ctx, cl.HTTPClient, tf.originMethod(), tf.origin, tf.typ)
+				ch, err := tokenChallengeFrom(ctx, cl.HTTPClient, tf.originMethod(), tf.origin, tf.typ)
 				if err != nil {
 					cancel()
 					return err
@@ -255,7 +255,7 @@ for as many fresh challenges.`,
 				if err != nil {
 					return tokenError(err)
 				}
-				if err := printToken(c.OutOrStdout(), tf.json, raw); err != nil {
+				if err := tokenPrint(c.OutOrStdout(), tf.json, raw); err != nil {
 					return err
 				}
 			}
@@ -268,17 +268,17 @@ for as many fresh challenges.`,
 	return c
 }
 
-// presentJSON is the --json form of an origin's answer.
-type presentJSON struct {
+// tokenPresentJSON is the --json form of an origin's answer.
+type tokenPresentJSON struct {
 	Status int             `json:"status"`
 	Code   string          `json:"code,omitempty"`
 	Body   json.RawMessage `json:"body,omitempty"`
 	Text   string          `json:"text,omitempty"`
 }
 
-// present sends req and prints the answer. A 2xx answer is success;
+// tokenPresent sends req and prints the answer. A 2xx answer is success;
 // anything else is an error with the problem's code.
-func present(out io.Writer, hc *http.Client, req *http.Request, asJSON bool) error {
+func tokenPresent(out io.Writer, hc *http.Client, req *http.Request, asJSON bool) error {
 	resp, err := hc.Do(req)
 	if err != nil {
 		return tokenError(err)
@@ -291,7 +291,7 @@ func present(out io.Writer, hc *http.Client, req *http.Request, asJSON bool) err
 	var p privacypass.Problem
 	isProblem := strings.HasPrefix(resp.Header.Get("Content-Type"), "application/problem+json") && json.Unmarshal(body, &p) == nil
 	if asJSON {
-		v := presentJSON{Status: resp.StatusCode, Code: p.Code}
+		v := tokenPresentJSON{Status: resp.StatusCode, Code: p.Code}
 		if json.Valid(body) {
 			v.Body = body
 		} else {
@@ -316,7 +316,7 @@ func present(out io.Writer, hc *http.Client, req *http.Request, asJSON bool) err
 	return tokenError(&p)
 }
 
-func readTokens(c *cobra.Command, token, file string) ([][]byte, error) {
+func tokenRead(c *cobra.Command, token, file string) ([][]byte, error) {
 	var text string
 	switch {
 	case token != "" && file != "":
@@ -370,10 +370,10 @@ key_expired, challenge_mismatch, ...) exits with the unauthorized status; a 503
   spent token redeem --origin http://127.0.0.1:7070/v1/redeem --token-file t`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(c *cobra.Command, _ []string) error {
-			if err := requireURL("origin", tf.origin); err != nil {
+			if err := tokenRequireURL("origin", tf.origin); err != nil {
 				return err
 			}
-			toks, err := readTokens(c, token, file)
+			toks, err := tokenRead(c, token, file)
 			if err != nil {
 				return err
 			}
@@ -384,7 +384,7 @@ key_expired, challenge_mismatch, ...) exits with the unauthorized status; a 503
 				return usagef("--origin: %w", err)
 			}
 			req.Header.Set("Authorization", privacypass.AuthorizationValue(toks[0]))
-			return present(c.OutOrStdout(), &http.Client{Timeout: tf.timeout}, req, tf.json)
+			return tokenPresent(c.OutOrStdout(), &http.Client{Timeout: tf.timeout}, req, tf.json)
 		},
 	}
 	addTokenFlags(c.Flags(), &tf, false, true)
@@ -402,16 +402,16 @@ func tokenGetCmd() *cobra.Command {
   spent token get --issuer http://127.0.0.1:7070 --origin http://127.0.0.1:7070/v1/redeem --attester-token s3cret-1`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(c *cobra.Command, _ []string) error {
-			if err := requireURL("issuer", tf.issuer); err != nil {
+			if err := tokenRequireURL("issuer", tf.issuer); err != nil {
 				return err
 			}
-			if err := requireURL("origin", tf.origin); err != nil {
+			if err := tokenRequireURL("origin", tf.origin); err != nil {
 				return err
 			}
 			ctx, cancel := context.WithTimeout(c.Context(), tf.timeout)
 			defer cancel()
 			cl := tf.client()
-			ch, err := challengeFrom(ctx, cl.HTTPClient, tf.originMethod(), tf.origin, tf.typ)
+			ch, err := tokenChallengeFrom(ctx, cl.HTTPClient, tf.originMethod(), tf.origin, tf.typ)
 			if err != nil {
 				return err
 			}
@@ -424,7 +424,7 @@ func tokenGetCmd() *cobra.Command {
 				return usagef("--origin: %w", err)
 			}
 			req.Header.Set("Authorization", privacypass.AuthorizationValue(raw))
-			return present(c.OutOrStdout(), cl.HTTPClient, req, tf.json)
+			return tokenPresent(c.OutOrStdout(), cl.HTTPClient, req, tf.json)
 		},
 	}
 	addTokenFlags(c.Flags(), &tf, true, true)
