@@ -91,7 +91,8 @@
 //     past on Redis's clock is forgotten at once.
 //   - The pending index keeps an entry for a pending record that Redis
 //     forgot at its expiry until [Store.DeleteExpired] (spent serve's
-//     sweeper) or [Store.ListPending] trims it.
+//     sweeper, 128 entries per hash tag per call) or [Store.ListPending]
+//     trims it.
 //   - Scripts block the server while they run: a claim script takes a few
 //     microseconds; ListPending's scan is bounded by the pending records
 //     whose lease has run out. Throughput is bounded by one Redis thread

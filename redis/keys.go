@@ -14,9 +14,9 @@ import (
 //	P{T}:r:<hash hex>    record: the encoded record (codec.go), PXAT its expiry
 //	P{T}:p               pending index: sorted set of the hashes of pending
 //	                     records under tag T, scored by lease_until (Unix ms)
-//	P{T}:x               the same hashes scored by expires_at (Unix ms), so
-//	                     that entries of records the engine has forgotten are
-//	                     found and trimmed (Store.DeleteExpired)
+//	P{T}:t               trim cursor: the rank in P{T}:p where the next
+//	                     Store.DeleteExpired goes on looking for entries of
+//	                     records that the engine has forgotten
 //	P{T}:c:<hash hex>    counter: value, expires_at; PXAT its expiry
 //	P{seq}:s:<node>      last seq counter reserved for node (INCRBY)
 //	P{seq}:format        the layout version, written by the first Open
@@ -75,7 +75,7 @@ type keyspace struct {
 	record  [numTags]string // P{T}:r:
 	counter [numTags]string // P{T}:c:
 	pending [numTags]string // P{T}:p
-	expiry  [numTags]string // P{T}:x
+	trim    [numTags]string // P{T}:t
 	seq     string          // P{seq}:s:
 	format  string          // P{seq}:format
 }
@@ -90,7 +90,7 @@ func newKeyspace(prefix string) *keyspace {
 		ks.record[i] = base + "r:"
 		ks.counter[i] = base + "c:"
 		ks.pending[i] = base + "p"
-		ks.expiry[i] = base + "x"
+		ks.trim[i] = base + "t"
 	}
 	return ks
 }

@@ -27,9 +27,9 @@ local function check(v)
 end
 `
 
-// claimLua: KEYS record, pending index, expiry index; ARGV record, now sec,
-// now nsec, retake ("1" or "0"), expires_at ms (rounded up), lease_until ms,
-// index member.
+// claimLua: KEYS record, pending index; ARGV record, now sec, now nsec,
+// retake ("1" or "0"), expires_at ms (rounded up), lease_until ms, index
+// member.
 const claimLua = luaPrelude + `
 local old = redis.call('GET', KEYS[1])
 local oldPending = false
@@ -47,16 +47,14 @@ end
 redis.call('SET', KEYS[1], ARGV[1], 'PXAT', ARGV[5])
 if string.byte(ARGV[1], 2) == 1 then
   redis.call('ZADD', KEYS[2], ARGV[6], ARGV[7])
-  redis.call('ZADD', KEYS[3], ARGV[5], ARGV[7])
 elseif oldPending then
   redis.call('ZREM', KEYS[2], ARGV[7])
-  redis.call('ZREM', KEYS[3], ARGV[7])
 end
 return 1
 `
 
-// completeLua: KEYS record, pending index, expiry index; ARGV seq, result,
-// now sec, now nsec, index member, the stored zero time.
+// completeLua: KEYS record, pending index; ARGV seq, result, now sec, now
+// nsec, index member, the stored zero time.
 const completeLua = luaPrelude + `
 local v = redis.call('GET', KEYS[1])
 if not v then return {1} end
@@ -77,12 +75,11 @@ local nv = string.sub(v, 1, 1) .. '\2' .. string.sub(v, 3, 14) .. ARGV[6] ..
   string.sub(v, 27, 56) .. flags .. string.sub(v, 58, roff - 1) .. ARGV[2]
 redis.call('SET', KEYS[1], nv, 'KEEPTTL')
 redis.call('ZREM', KEYS[2], ARGV[5])
-redis.call('ZREM', KEYS[3], ARGV[5])
 return {0, nv}
 `
 
-// releaseLua: KEYS record, pending index, expiry index; ARGV seq, now sec,
-// now nsec, index member.
+// releaseLua: KEYS record, pending index; ARGV seq, now sec, now nsec, index
+// member.
 const releaseLua = luaPrelude + `
 local v = redis.call('GET', KEYS[1])
 if not v then return 1 end
@@ -94,7 +91,6 @@ if string.byte(v, 2) ~= 1 then return 2 end
 if string.sub(v, 27, 38) ~= ARGV[1] then return 3 end
 redis.call('DEL', KEYS[1])
 redis.call('ZREM', KEYS[2], ARGV[4])
-redis.call('ZREM', KEYS[3], ARGV[4])
 return 0
 `
 
@@ -127,8 +123,8 @@ return {1, val, es, en}
 // of the block.
 const reserveLua = `return redis.call('INCRBY', KEYS[1], ARGV[1])`
 
-// pendingLua lists the pending records of one tag: KEYS pending index,
-// expiry index; ARGV record key prefix, lease_until bound in ms (rounded
+// pendingLua lists the pending records of one tag: KEYS pending index; ARGV
+// record key prefix, lease_until bound in ms (rounded
 // down), bound sec, bound nsec, namespace ("" for all), limit. It walks the
 // index in lease order and returns {member, record, ...}: the first limit
 // matches and every further match with the same score as the last, so that
@@ -148,7 +144,6 @@ while true do
     local v = redis.call('GET', ARGV[1] .. m)
     if not v or string.byte(v, 2) ~= 1 then
       redis.call('ZREM', KEYS[1], m)
-      redis.call('ZREM', KEYS[2], m)
       removed = removed + 1
     else
       local bad = check(v)
@@ -167,24 +162,35 @@ while true do
 end
 `
 
-// trimLua trims the indexes of one tag: KEYS expiry index, pending index;
-// ARGV record key prefix, limit. It removes up to limit entries whose
-// expiry passed on the server's clock and whose record the engine has
-// forgotten (or that is no longer pending), and returns how many.
+// trimLua trims the pending index of one tag: KEYS pending index, trim
+// cursor; ARGV record key prefix, limit. It looks at up to limit entries
+// from the rank the cursor holds, removes those whose record the engine has
+// forgotten (or that is no longer pending), moves the cursor past the rest
+// (back to the start at the end of the index), and returns how many it
+// removed. Successive calls go round the whole index, limit entries at a
+// time, whatever live entries sit at its start.
 const trimLua = `
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local ms = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. string.format('%d', now), 'LIMIT', 0, ARGV[2])
-local n = 0
+local n = redis.call('ZCARD', KEYS[1])
+local start = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
+if start >= n then start = 0 end
+local limit = tonumber(ARGV[2])
+local ms = redis.call('ZRANGE', KEYS[1], start, start + limit - 1)
+local removed = 0
 for _, m in ipairs(ms) do
   local v = redis.call('GET', ARGV[1] .. m)
   if not v or string.byte(v, 2) ~= 1 then
     redis.call('ZREM', KEYS[1], m)
-    redis.call('ZREM', KEYS[2], m)
-    n = n + 1
+    removed = removed + 1
   end
 end
-return n
+local next = start + #ms - removed
+if next >= n - removed then next = 0 end
+if next == 0 then
+  redis.call('DEL', KEYS[2])
+else
+  redis.call('SET', KEYS[2], next)
+end
+return removed
 `
 
 // formatLua: KEYS format key; ARGV layout. Writes the layout version into

@@ -56,6 +56,10 @@ const (
 	maxSeqBlock   = 1 << 62
 )
 
+// maxTrimPerTag bounds the index entries one DeleteExpired looks at in each
+// hash tag, so that each trim script holds the server for a short while.
+const maxTrimPerTag = 128
+
 // Open connects to the server or cluster of opts, checks that every primary
 // runs Redis 7.0 or later and is durable (appendonly yes, appendfsync
 // always, no-appendfsync-on-rewrite no, and no eviction), loads the scripts,
@@ -252,7 +256,7 @@ func (s *Store) claimScript(op *spent.ClaimOp, blob []byte) *call {
 	if r.State == spent.StatePending {
 		lease = r.LeaseUntil.UnixMilli()
 	}
-	return newCall(key, scriptClaim, []string{key, s.ks.pending[r.Key[0]], s.ks.expiry[r.Key[0]]},
+	return newCall(key, scriptClaim, []string{key, s.ks.pending[r.Key[0]]},
 		blob, sec, nsec, retake, ceilMilli(r.ExpiresAt), lease, m)
 }
 
@@ -442,7 +446,7 @@ func (s *Store) Complete(ctx context.Context, key spent.Hash, seq spent.Seq, res
 	m := member(&key)
 	rk := s.ks.recordKey(&key, m)
 	sec, nsec := timeArgs(now)
-	c := newCall(rk, scriptComplete, []string{rk, s.ks.pending[key[0]], s.ks.expiry[key[0]]},
+	c := newCall(rk, scriptComplete, []string{rk, s.ks.pending[key[0]]},
 		seqBytes(seq), result, sec, nsec, m, zeroLease)
 	werr := s.exec(ctx, []*call{c}, true)
 	if werr != nil && !errors.Is(werr, ErrNotReplicated) {
@@ -478,7 +482,7 @@ func (s *Store) Release(ctx context.Context, key spent.Hash, seq spent.Seq, now 
 	m := member(&key)
 	rk := s.ks.recordKey(&key, m)
 	sec, nsec := timeArgs(now)
-	c := newCall(rk, scriptRelease, []string{rk, s.ks.pending[key[0]], s.ks.expiry[key[0]]},
+	c := newCall(rk, scriptRelease, []string{rk, s.ks.pending[key[0]]},
 		seqBytes(seq), sec, nsec, m)
 	werr := s.exec(ctx, []*call{c}, true)
 	if werr != nil && !errors.Is(werr, ErrNotReplicated) {
@@ -538,7 +542,7 @@ func (s *Store) ListPending(ctx context.Context, namespace string, leaseBefore t
 	bound := leaseBefore.UnixMilli()
 	calls := make([]*call, numTags)
 	for i := range calls {
-		calls[i] = newCall(s.ks.pending[i], scriptPending, []string{s.ks.pending[i], s.ks.expiry[i]},
+		calls[i] = newCall(s.ks.pending[i], scriptPending, []string{s.ks.pending[i]},
 			s.ks.record[i], bound, sec, nsec, namespace, limit)
 	}
 	if err := s.exec(ctx, calls, false); err != nil {
@@ -577,10 +581,11 @@ func (s *Store) ListPending(ctx context.Context, namespace string, leaseBefore t
 // itself: each record and counter is written with PXAT at its expiry
 // (rounded up to the millisecond), so Redis removes it then, on its own
 // clock, and DeleteExpired has no records to remove: it returns 0. It does
-// trim, by up to limit entries per hash tag, the pending index entries of
-// records that Redis has forgotten; call it now and then (spent serve's
-// sweeper does), or those entries accumulate. now is not used: which
-// records are gone is for the engine's clock to say.
+// trim the pending indexes: in each hash tag it looks at the next
+// min(limit, 128) entries, going round the index from call to call, and
+// removes those of records that Redis has forgotten. Call it now and then
+// (spent serve's sweeper does), or those entries accumulate. now is not
+// used: which records are gone is for the engine's clock to say.
 func (s *Store) DeleteExpired(ctx context.Context, now time.Time, limit int) (int, error) {
 	if err := s.enter("delete expired"); err != nil {
 		return 0, err
@@ -588,9 +593,10 @@ func (s *Store) DeleteExpired(ctx context.Context, now time.Time, limit int) (in
 	if limit <= 0 {
 		return 0, nil
 	}
+	perTag := min(limit, maxTrimPerTag)
 	calls := make([]*call, numTags)
 	for i := range calls {
-		calls[i] = newCall(s.ks.expiry[i], scriptTrim, []string{s.ks.expiry[i], s.ks.pending[i]}, s.ks.record[i], limit)
+		calls[i] = newCall(s.ks.pending[i], scriptTrim, []string{s.ks.pending[i], s.ks.trim[i]}, s.ks.record[i], perTag)
 	}
 	if err := s.exec(ctx, calls, false); err != nil {
 		return 0, s.fail("delete expired", err)

@@ -112,18 +112,27 @@ func testResentClaim(t *testing.T, s *redis.Store) {
 }
 
 // testPendingIndexTrimmed checks that the pending index loses the entries
-// of records the engine forgot, through DeleteExpired and ListPending.
+// of records the engine forgot, through DeleteExpired and ListPending, and
+// that DeleteExpired goes round an index whose oldest leases are live.
 func testPendingIndexTrimmed(t *testing.T, s *redis.Store, zcard func(key string) (int64, error)) {
 	ctx := context.Background()
 	real0 := time.Now()
 	before := real0.Add(-time.Hour)
-	var keys []spent.Hash
+	// All in one hash tag: 8 live records with the oldest leases, then 12
+	// that Redis forgets in 200ms.
+	key := func(i int) spent.Hash {
+		h := hashOf(fmt.Sprint("pending in one tag ", i))
+		h[0] = 0x5a
+		return h
+	}
 	for i := range 20 {
-		h := hashOf(fmt.Sprint("short pending ", i))
-		keys = append(keys, h)
+		exp := real0.Add(time.Hour)
+		if i >= 8 {
+			exp = real0.Add(200 * time.Millisecond)
+		}
 		op := spent.ClaimOp{Now: before, Record: spent.Record{
-			Namespace: "ns", Key: h, FirstSeen: before, Place: "p", State: spent.StatePending,
-			LeaseUntil: before.Add(time.Second), ExpiresAt: real0.Add(200 * time.Millisecond),
+			Namespace: "ns", Key: key(i), FirstSeen: before, Place: "p", State: spent.StatePending,
+			LeaseUntil: before.Add(time.Duration(i+1) * time.Second), ExpiresAt: exp,
 			Seq: spent.Seq{Node: 3, Counter: uint64(i + 1)},
 		}}
 		if res, err := s.Claim(ctx, op); err != nil || !res.Inserted {
@@ -131,19 +140,9 @@ func testPendingIndexTrimmed(t *testing.T, s *redis.Store, zcard func(key string
 		}
 	}
 	entries := func() int64 {
-		var n int64
-		seen := map[string]bool{}
-		for _, h := range keys {
-			k := s.PendingKey(h)
-			if seen[k] {
-				continue
-			}
-			seen[k] = true
-			c, err := zcard(k)
-			if err != nil {
-				t.Fatal(err)
-			}
-			n += c
+		n, err := zcard(s.PendingKey(key(0)))
+		if err != nil {
+			t.Fatal(err)
 		}
 		return n
 	}
@@ -151,18 +150,39 @@ func testPendingIndexTrimmed(t *testing.T, s *redis.Store, zcard func(key string
 		t.Fatalf("pending index entries: got %d, want 20", n)
 	}
 	time.Sleep(time.Until(real0.Add(300 * time.Millisecond)))
-	if got, err := s.DeleteExpired(ctx, time.Now(), 5); err != nil || got != 0 {
-		t.Fatalf("DeleteExpired: got %d, %v, want 0, nil", got, err)
+	for i := range 10 {
+		if got, err := s.DeleteExpired(ctx, time.Now(), 3); err != nil || got != 0 {
+			t.Fatalf("DeleteExpired: got %d, %v, want 0, nil", got, err)
+		}
+		if n := entries(); i == 0 && n != 20 {
+			t.Fatalf("pending index entries after one DeleteExpired of 3 live ones: got %d, want 20", n)
+		}
 	}
-	// Up to 5 entries per tag went; the 20 keys spread over about 20 tags.
-	if n := entries(); n > 5 {
-		t.Fatalf("pending index entries after DeleteExpired: got %d, want at most 5", n)
+	if n := entries(); n != 8 {
+		t.Fatalf("pending index entries after 10 DeleteExpired of 3: got %d, want the 8 live ones", n)
 	}
-	if recs, err := s.ListPending(ctx, "", before.Add(time.Hour), 100); err != nil || len(recs) != 0 {
-		t.Fatalf("ListPending: got %d records, %v, want none", len(recs), err)
+	recs, err := s.ListPending(ctx, "", before.Add(time.Hour), 100)
+	if err != nil || len(recs) != 8 {
+		t.Fatalf("ListPending: got %d records, %v, want 8", len(recs), err)
 	}
-	if n := entries(); n != 0 {
-		t.Fatalf("pending index entries after ListPending: got %d, want 0", n)
+
+	// ListPending trims too.
+	for i := 20; i < 30; i++ {
+		op := spent.ClaimOp{Now: before, Record: spent.Record{
+			Namespace: "ns", Key: key(i), FirstSeen: before, Place: "p", State: spent.StatePending,
+			LeaseUntil: before.Add(time.Minute), ExpiresAt: time.Now().Add(100 * time.Millisecond),
+			Seq: spent.Seq{Node: 3, Counter: uint64(i + 1)},
+		}}
+		if res, err := s.Claim(ctx, op); err != nil || !res.Inserted {
+			t.Fatalf("Claim: %v, %v", res.Inserted, err)
+		}
+	}
+	time.Sleep(200 * time.Millisecond)
+	if recs, err := s.ListPending(ctx, "", before.Add(time.Hour), 100); err != nil || len(recs) != 8 {
+		t.Fatalf("ListPending: got %d records, %v, want 8", len(recs), err)
+	}
+	if n := entries(); n != 8 {
+		t.Fatalf("pending index entries after ListPending: got %d, want 8", n)
 	}
 }
 
