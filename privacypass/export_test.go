@@ -80,3 +80,13 @@ func VerifyPSSForTest(pk *rsa.PublicKey, msg, sig []byte) bool {
 	}
 	return v.verify(msg, sig)
 }
+
+// ParseKeyFileHeader parses the clear header of a key file and returns it
+// re-encoded, with the rest of the file.
+func ParseKeyFileHeader(b []byte) (header, rest []byte, err error) {
+	h, rest, err := parseKeyHeader(b)
+	if err != nil {
+		return nil, nil, err
+	}
+	return h.append(nil), rest, nil
+}
