@@ -111,6 +111,17 @@ func reportRate(b *testing.B, n int, cpuBefore time.Duration) {
 	b.ReportMetric(float64(cpuTime()-cpuBefore)/1e3/float64(n), "client-cpu-µs/claim")
 }
 
+// bareAutoPipeline returns an autopipeliner over the bare client, as the
+// store uses one (Options.AutoPipeline).
+func bareAutoPipeline(b *testing.B, c *goredis.Client) *goredis.AutoPipeliner {
+	ap, err := c.AutoPipeline()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { ap.Close() })
+	return ap
+}
+
 // benchAddr returns the server to benchmark on.
 func benchAddr(b *testing.B) string {
 	if addr := os.Getenv("SPENT_REDIS_BENCH_ADDR"); addr != "" {
@@ -122,7 +133,8 @@ func benchAddr(b *testing.B) string {
 // BenchmarkClaim compares, on one server in one run, spent's store with the
 // bare engine: Claim from 50 goroutines against SET key val NX EX 108000
 // from 50 goroutines (the same client options, so the same pool of
-// connections); two-step claims, which run the claim script; the whole
+// connections), sent one by one as redis-benchmark does and autopipelined
+// as the store does; two-step claims, which run the claim script; the whole
 // ledger claim path; and ClaimBatch in batches of 100 against the bare
 // SET NX EX pipelined by 100.
 func BenchmarkClaim(b *testing.B) {
@@ -146,6 +158,12 @@ func BenchmarkClaim(b *testing.B) {
 	b.Run("BareSETNX/"+c, func(b *testing.B) {
 		runClaimers(b, benchConcurrency, func(rng *rand.Rand, _ uint64) error {
 			return bare.SetNX(ctx, bareKey(rng), "val", benchTTL).Err()
+		})
+	})
+	b.Run("BareSETNXAutoPipeline/"+c, func(b *testing.B) {
+		ap := bareAutoPipeline(b, bare)
+		runClaimers(b, benchConcurrency, func(rng *rand.Rand, _ uint64) error {
+			return ap.SetNX(ctx, bareKey(rng), "val", benchTTL).Err()
 		})
 	})
 	b.Run("Store/"+c, func(b *testing.B) {
@@ -206,11 +224,11 @@ func BenchmarkClaim(b *testing.B) {
 }
 
 // BenchmarkClaimInterleaved measures the same contenders as BenchmarkClaim,
-// but in alternating rounds of 2,000 claims each (bare SET NX EX, store
-// Claim, two-step store Claim, ledger claim, store ClaimBatch of 100 from 4
-// callers), so that all of them see the same drift of a shared machine; it
-// reports each one's claims/s and its ratio to the bare SET NX EX. b.N is the
-// number of claims of each contender.
+// but in alternating rounds of 2,000 claims each (bare SET NX EX, the same
+// autopipelined, store Claim, two-step store Claim, ledger claim, store
+// ClaimBatch of 100 from 4 callers), so that all of them see the same drift
+// of a shared machine; it reports each one's claims/s and its ratio to the
+// bare SET NX EX. b.N is the number of claims of each contender.
 func BenchmarkClaimInterleaved(b *testing.B) {
 	addr := benchAddr(b)
 	opts := serverOptions(addr, "bench interleaved "+strconv.FormatInt(time.Now().UnixNano(), 10))
@@ -230,6 +248,7 @@ func BenchmarkClaimInterleaved(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	bareAP := bareAutoPipeline(b, bare)
 	var seqs atomic.Uint64
 	randKey := func(rng *rand.Rand) [16]byte {
 		var k [16]byte
@@ -266,6 +285,10 @@ func BenchmarkClaimInterleaved(b *testing.B) {
 		{"bare", concurrent(func(rng *rand.Rand) error {
 			k := randKey(rng)
 			return bare.SetNX(ctx, opts.Prefix+"bare:"+hex.EncodeToString(k[:]), "val", benchTTL).Err()
+		})},
+		{"bare-autopipelined", concurrent(func(rng *rand.Rand) error {
+			k := randKey(rng)
+			return bareAP.SetNX(ctx, opts.Prefix+"bare:"+hex.EncodeToString(k[:]), "val", benchTTL).Err()
 		})},
 		{"store", concurrent(func(rng *rand.Rand) error {
 			_, err := s.Claim(ctx, benchOp(rng, seqs.Add(1)))
