@@ -1,0 +1,301 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/spentledger/spent/ecash"
+	"github.com/spentledger/spent/wallet"
+)
+
+// walletFlags are the flags the wallet commands share.
+type walletFlags struct {
+	file    string
+	json    bool
+	timeout time.Duration
+	minAge  time.Duration
+}
+
+func addWalletFlags(f *pflag.FlagSet, wf *walletFlags) {
+	def := os.Getenv("SPENT_WALLET")
+	if def == "" {
+		def = "spent-wallet.json"
+	}
+	f.StringVar(&wf.file, "wallet", def, "wallet `file` ($SPENT_WALLET sets the default)")
+	f.BoolVar(&wf.json, "json", false, "print JSON instead of text")
+	f.DurationVar(&wf.timeout, "timeout", 2*time.Minute, "give up after this `duration` (solving a challenge included)")
+	f.DurationVar(&wf.minAge, "min-age", wallet.DefaultMinAge, "never spend a token younger than this `duration`")
+}
+
+func (wf *walletFlags) open() (*wallet.Wallet, error) {
+	o := wallet.DefaultOptions()
+	o.MinAge = wf.minAge
+	return wallet.Open(wf.file, o)
+}
+
+// walletState is what the commands print.
+type walletState struct {
+	Issuer    string        `json:"issuer"`
+	Spendable uint64        `json:"spendable"`
+	InFlight  uint64        `json:"in_flight"`
+	Tokens    int           `json:"tokens"`
+	Journal   int           `json:"journal"`
+	Resume    *resumeReport `json:"resume,omitempty"`
+	Charge    *uint64       `json:"charge,omitempty"`
+	Received  []uint64      `json:"received,omitempty"`
+}
+
+type resumeReport struct {
+	Finished int      `json:"finished"`
+	Cleared  int      `json:"cleared"`
+	Restored int      `json:"restored"`
+	Kept     int      `json:"kept"`
+	Errors   []string `json:"errors,omitempty"`
+}
+
+func stateOf(w *wallet.Wallet) walletState {
+	s, f := w.Balance()
+	return walletState{Issuer: w.Issuer(), Spendable: s, InFlight: f, Tokens: len(w.Coins()), Journal: len(w.Journal())}
+}
+
+func (wf *walletFlags) print(out io.Writer, st walletState) error {
+	if wf.json {
+		b, err := json.Marshal(st)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(out, "%s\n", b)
+		return err
+	}
+	if r := st.Resume; r != nil && (r.Finished+r.Cleared+r.Kept) > 0 {
+		fmt.Fprintf(out, "resumed: %d finished, %d cleared (%d tokens restored), %d kept for the next resume\n", r.Finished, r.Cleared, r.Restored, r.Kept)
+		for _, e := range r.Errors {
+			fmt.Fprintf(out, "  %s\n", e)
+		}
+	}
+	if st.Charge != nil {
+		fmt.Fprintf(out, "paid %d\n", *st.Charge)
+	}
+	if st.Received != nil {
+		fmt.Fprintf(out, "received tokens of %v\n", st.Received)
+	}
+	_, err := fmt.Fprintf(out, "balance %d spendable in %d tokens, %d in flight (%d journaled), issuer %s\n", st.Spendable, st.Tokens, st.InFlight, st.Journal, st.Issuer)
+	return err
+}
+
+// resume resends the journal and reports it; an error only when the wallet
+// could not be saved.
+func resume(ctx context.Context, w *wallet.Wallet) (*resumeReport, error) {
+	r, err := w.Resume(ctx)
+	rep := &resumeReport{Finished: r.Finished, Cleared: r.Cleared, Restored: r.Restored, Kept: r.Kept}
+	for _, e := range r.Errors {
+		rep.Errors = append(rep.Errors, e.Error())
+	}
+	return rep, err
+}
+
+// newWalletCmd returns the "spent wallet" command tree: a value-token wallet
+// (package wallet) for an ecash issuer, to be registered in the root
+// command.
+func newWalletCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "wallet",
+		Short: "Hold ecash value tokens: issue them against proof of work, spend them with change",
+		Long: `A wallet of ecash value tokens in one file, saved atomically, with a journal
+of the requests in flight: before anything is sent, the exact request bytes
+and the secrets needed to finish it are saved, and the token being spent
+leaves the spendable set in that same save. "resume" resends every journaled
+request byte for byte and finishes it with the issuer's replayed answer;
+"issue" and "spend" resume first. A crash at any moment loses no value.
+
+Tokens are spent oldest first and never before --min-age (60 s), and are
+best fetched at the start of a session ("issue --count N"), so that issuance
+and spending do not sit next to each other in time.
+
+The file holds bearer tokens: keep it private (it is written with mode 0600).`,
+		Args: exactArgs(0, "a subcommand"),
+	}
+	root.AddCommand(walletInitCmd(), walletIssueCmd(), walletBalanceCmd(), walletSpendCmd(), walletResumeCmd())
+	return root
+}
+
+func walletInitCmd() *cobra.Command {
+	var wf walletFlags
+	var issuer string
+	c := &cobra.Command{
+		Use:     "init --issuer URL",
+		Short:   "Create an empty wallet for an issuer",
+		Example: `  spent wallet init --issuer https://issuer.example --wallet ~/.spent-wallet.json`,
+		Args:    exactArgs(0, "no arguments"),
+		RunE: func(c *cobra.Command, _ []string) error {
+			if issuer == "" {
+				return usagef("spent wallet init: --issuer is required")
+			}
+			ctx, cancel := context.WithTimeout(c.Context(), wf.timeout)
+			defer cancel()
+			if _, err := (&ecash.Client{URL: issuer}).Keys(ctx); err != nil {
+				return fmt.Errorf("spent wallet init: the issuer's key list: %w", err)
+			}
+			if err := wallet.Create(wf.file, issuer); err != nil {
+				return err
+			}
+			w, err := wf.open()
+			if err != nil {
+				return err
+			}
+			defer w.Close()
+			return wf.print(c.OutOrStdout(), stateOf(w))
+		},
+	}
+	addWalletFlags(c.Flags(), &wf)
+	c.Flags().StringVar(&issuer, "issuer", "", "issuer `URL` (scheme and host)")
+	return c
+}
+
+func walletIssueCmd() *cobra.Command {
+	var wf walletFlags
+	var count int
+	c := &cobra.Command{
+		Use:     "issue [--count N]",
+		Short:   "Resume, then solve N proof-of-work challenges and obtain tokens for each",
+		Example: `  spent wallet issue --count 3`,
+		Args:    exactArgs(0, "no arguments"),
+		RunE: func(c *cobra.Command, _ []string) error {
+			if count < 1 {
+				return usagef("spent wallet issue: --count must be at least 1")
+			}
+			ctx, cancel := context.WithTimeout(c.Context(), wf.timeout)
+			defer cancel()
+			w, err := wf.open()
+			if err != nil {
+				return err
+			}
+			defer w.Close()
+			rep, err := resume(ctx, w)
+			if err != nil {
+				return err
+			}
+			var got []uint64
+			for range count {
+				coins, err := w.Issue(ctx)
+				if err != nil {
+					return fmt.Errorf("spent wallet issue: %w (a journaled request is finished by \"spent wallet resume\")", err)
+				}
+				for _, k := range coins {
+					got = append(got, k.Denomination)
+				}
+			}
+			st := stateOf(w)
+			st.Resume, st.Received = rep, got
+			return wf.print(c.OutOrStdout(), st)
+		},
+	}
+	addWalletFlags(c.Flags(), &wf)
+	c.Flags().IntVar(&count, "count", 1, "how many challenges to solve")
+	return c
+}
+
+func walletBalanceCmd() *cobra.Command {
+	var wf walletFlags
+	c := &cobra.Command{
+		Use:   "balance",
+		Short: "Print the spendable value and the value in flight (offline)",
+		Args:  exactArgs(0, "no arguments"),
+		RunE: func(c *cobra.Command, _ []string) error {
+			w, err := wf.open()
+			if err != nil {
+				return err
+			}
+			defer w.Close()
+			return wf.print(c.OutOrStdout(), stateOf(w))
+		},
+	}
+	addWalletFlags(c.Flags(), &wf)
+	return c
+}
+
+func walletSpendCmd() *cobra.Command {
+	var wf walletFlags
+	c := &cobra.Command{
+		Use:     "spend AMOUNT",
+		Short:   "Resume, then pay AMOUNT with the oldest token worth it, taking the rest back as change",
+		Example: `  spent wallet spend 3`,
+		Args:    exactArgs(1, "one AMOUNT"),
+		RunE: func(c *cobra.Command, args []string) error {
+			amount, err := strconv.ParseUint(args[0], 10, 64)
+			if err != nil {
+				return usagef("spent wallet spend: amount %q: %v", args[0], err)
+			}
+			ctx, cancel := context.WithTimeout(c.Context(), wf.timeout)
+			defer cancel()
+			w, err := wf.open()
+			if err != nil {
+				return err
+			}
+			defer w.Close()
+			rep, err := resume(ctx, w)
+			if err != nil {
+				return err
+			}
+			resp, change, err := w.Spend(ctx, amount)
+			if err != nil {
+				var ee *ecash.Error
+				if errors.As(err, &ee) && ee.Final() {
+					return fmt.Errorf("spent wallet spend: refused, final: %w", err)
+				}
+				return fmt.Errorf("spent wallet spend: %w", err)
+			}
+			st := stateOf(w)
+			st.Resume, st.Charge = rep, &resp.Charge
+			st.Received = []uint64{}
+			for _, k := range change {
+				st.Received = append(st.Received, k.Denomination)
+			}
+			return wf.print(c.OutOrStdout(), st)
+		},
+	}
+	addWalletFlags(c.Flags(), &wf)
+	return c
+}
+
+func walletResumeCmd() *cobra.Command {
+	var wf walletFlags
+	c := &cobra.Command{
+		Use:   "resume",
+		Short: "Resend every journaled request byte for byte and finish it",
+		Args:  exactArgs(0, "no arguments"),
+		RunE: func(c *cobra.Command, _ []string) error {
+			ctx, cancel := context.WithTimeout(c.Context(), wf.timeout)
+			defer cancel()
+			w, err := wf.open()
+			if err != nil {
+				return err
+			}
+			defer w.Close()
+			rep, err := resume(ctx, w)
+			if err != nil {
+				return err
+			}
+			st := stateOf(w)
+			st.Resume = rep
+			if err := wf.print(c.OutOrStdout(), st); err != nil {
+				return err
+			}
+			if rep.Kept > 0 {
+				return fmt.Errorf("spent wallet resume: %d requests still journaled (network errors or 5xx); run resume again", rep.Kept)
+			}
+			return nil
+		},
+	}
+	addWalletFlags(c.Flags(), &wf)
+	return c
+}
