@@ -374,6 +374,23 @@ func (l *Ledger) ClaimBatch(ctx context.Context, cs []Claim) ([]Result, error) {
 
 // target finds the pending record a Completion or Release addresses and
 // checks that the caller may end it.
+// direct reports whether a completion or release can go straight to the
+// store, without reading the record first: when the caller names the key
+// (so the hash is of this namespace) and the seq of its own fresh claim, and
+// does not force. It returns the key's hash then.
+func (l *Ledger) direct(ns, key string, seq Seq, force bool) (Hash, bool, error) {
+	if key == "" || seq.IsZero() || force {
+		return Hash{}, false, nil
+	}
+	if _, err := l.policy(ns); err != nil {
+		return Hash{}, false, err
+	}
+	if err := checkKey(key); err != nil {
+		return Hash{}, false, err
+	}
+	return l.HashKey(ns, key), true, nil
+}
+
 func (l *Ledger) target(ctx context.Context, ns, key string, h Hash, seq Seq, force bool, now time.Time) (Record, error) {
 	if _, err := l.policy(ns); err != nil {
 		return Record{}, err
@@ -418,6 +435,18 @@ func (l *Ledger) Complete(ctx context.Context, c Completion) (Record, error) {
 	if result == nil {
 		result = []byte{}
 	}
+	if h, ok, err := l.direct(c.Namespace, c.Key, c.Seq, c.Force); err != nil {
+		return Record{}, err
+	} else if ok {
+		// The caller holds the seq of its fresh claim: the store checks the
+		// state and the seq itself (and accepts a retry with the same bytes),
+		// so the read that target does is not needed.
+		rec, err := l.store.Complete(ctx, h, c.Seq, result, now)
+		if err != nil {
+			return Record{}, storeError(err)
+		}
+		return rec, nil
+	}
 	r, err := l.target(ctx, c.Namespace, c.Key, c.Hash, c.Seq, c.Force, now)
 	if err != nil {
 		// A completion retried after an ambiguous failure finds its own
@@ -438,6 +467,11 @@ func (l *Ledger) Complete(ctx context.Context, c Completion) (Record, error) {
 // next claim is fresh. See [Release] for who may release what.
 func (l *Ledger) Release(ctx context.Context, rel Release) error {
 	now := l.cfg.Now()
+	if h, ok, err := l.direct(rel.Namespace, rel.Key, rel.Seq, rel.Force); err != nil {
+		return err
+	} else if ok {
+		return storeError(l.store.Release(ctx, h, rel.Seq, now))
+	}
 	r, err := l.target(ctx, rel.Namespace, rel.Key, rel.Hash, rel.Seq, rel.Force, now)
 	if err != nil {
 		return err

@@ -171,10 +171,10 @@ func (s *fileStore) pending(key spent.Hash, seq spent.Seq, now time.Time) (spent
 	switch {
 	case !ok || !r.LiveAt(now):
 		return r, spent.ErrNotFound
-	case r.Seq != seq:
-		return r, spent.ErrSeqMismatch
 	case r.State != spent.StatePending:
 		return r, spent.ErrNotPending
+	case r.Seq != seq:
+		return r, spent.ErrSeqMismatch
 	}
 	return r, nil
 }
@@ -185,7 +185,7 @@ func (s *fileStore) Complete(ctx context.Context, key spent.Hash, seq spent.Seq,
 	}
 	defer s.mu.Unlock()
 	r, err := s.pending(key, seq, now)
-	if err == spent.ErrNotPending && bytes.Equal(r.Result, result) {
+	if err == spent.ErrNotPending && r.Seq == seq && bytes.Equal(r.Result, result) {
 		return r, nil
 	}
 	if err != nil {
