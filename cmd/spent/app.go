@@ -145,6 +145,12 @@ func (m *Main) ParseFlags(ctx context.Context, args []string) error {
 		if errors.As(err, &ue) {
 			return err
 		}
+		// Commands that do their work while parsing (spent token) return
+		// errors with a spent error code: they keep the code's status.
+		var se *spent.Error
+		if errors.As(err, &se) {
+			return err
+		}
 		return &usageError{err}
 	}
 	return nil
