@@ -45,11 +45,16 @@ type KeyList struct {
 
 // KeyInfo is one key of a KeyList.
 type KeyInfo struct {
-	Denomination uint64    `json:"denomination"`
-	TokenKey     []byte    `json:"token_key"`
-	NotBefore    time.Time `json:"not_before"`
-	End          time.Time `json:"end"`
-	GraceSeconds int64     `json:"grace_seconds"`
+	// Denomination is the value of the key's tokens.
+	Denomination uint64 `json:"denomination"`
+	// TokenKey is the RSASSA-PSS SubjectPublicKeyInfo (base64 in JSON).
+	TokenKey []byte `json:"token_key"`
+	// NotBefore is the start of the key's epoch: do not use it before.
+	NotBefore time.Time `json:"not_before"`
+	// End is the end of its epoch: it issues no token after.
+	End time.Time `json:"end"`
+	// GraceSeconds is how long after End its tokens are still accepted.
+	GraceSeconds int64 `json:"grace_seconds"`
 }
 
 // Key parses the key.

@@ -34,6 +34,7 @@ type stream struct {
 	buf     []byte
 }
 
+// Read fills p from the stream; it never fails.
 func (s *stream) Read(p []byte) (int, error) {
 	n := 0
 	for n < len(p) {
