@@ -238,7 +238,7 @@ func (is *Issuer) Spend(ctx context.Context, body []byte) (Answer, error) {
 		return a, err
 	}
 	now := is.ledger.Now()
-	key, ok := is.keys.Lookup(tok.KeyID)
+	key, ok := is.keys.Find(tok.KeyID, now)
 	switch {
 	case tok.ChallengeDigest != is.digest:
 		return Answer{}, errorf(CodeProofInvalid, nil, "input token answers another issuer's challenge")
@@ -279,7 +279,7 @@ func (is *Issuer) sign(outs []Output, ret, value uint64, now time.Time) (*Respon
 	var sum uint64
 	keys := make([]*Key, len(outs))
 	for i, o := range outs {
-		k, ok := is.keys.Lookup(o.KeyID)
+		k, ok := is.keys.Find(o.KeyID, now)
 		switch {
 		case !ok || k.Denomination != o.Denomination:
 			return nil, errorf(CodeBadRequest, nil, "output %d: no key of denomination %d with that id", i, o.Denomination)

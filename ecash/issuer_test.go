@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -287,4 +289,53 @@ func TestIssue(t *testing.T) {
 			t.Fatalf("got %v, want bad_request", err)
 		}
 	})
+}
+
+// TestIssuersShareKeys runs two issuers on one ledger and one key directory,
+// as two processes would: a token issued by one is spent at the other, and
+// a spend recorded by one replays at the other.
+func TestIssuersShareKeys(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, nil, nil)
+	dir := t.TempDir()
+	open := func() *ecash.Issuer {
+		keys, err := ecash.OpenKeys(ecash.KeysConfig{Dir: dir, KEK: make([]byte, 32), IssuerName: "issuer.test",
+			Denominations: testDenoms, Epoch: 24 * time.Hour, Grace: 6 * time.Hour, GenerateRSAKey: keyGen(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := ecash.DefaultConfig()
+		cfg.IssuerName, cfg.Secret, cfg.Denominations, cfg.Difficulty, cfg.IssueValue = "issuer.test", make([]byte, 32), testDenoms, 6, 15
+		iss, err := ecash.New(cfg, e.ledger, keys)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return iss
+	}
+	a := open()
+	b := open()
+	if ka, kb := a.Keys().List(e.clock.Now()), b.Keys().List(e.clock.Now()); len(ka) != len(kb) || ka[0].ID != kb[0].ID {
+		t.Fatalf("two processes on one directory see different keys")
+	}
+	// e's own issuer has other keys: swap its handler for a's by building
+	// requests with a's key list.
+	mux := http.NewServeMux()
+	a.Register(mux)
+	srvA := httptest.NewServer(mux)
+	defer srvA.Close()
+	mux = http.NewServeMux()
+	b.Register(mux)
+	srvB := httptest.NewServer(mux)
+	defer srvB.Close()
+	ea := &env{iss: a, ledger: e.ledger, clock: e.clock, client: &ecash.Client{URL: srvA.URL}}
+	coin := ea.coins(t, 8)[0]
+	body, _ := ea.spendBody(t, coin, 4)
+	first, err := (&ecash.Client{URL: srvB.URL}).Send(ctx, ecash.SpendPath, body)
+	if err != nil || first.Replayed {
+		t.Fatalf("spend at the other issuer: %v", err)
+	}
+	again, err := ea.client.Send(ctx, ecash.SpendPath, body)
+	if err != nil || !again.Replayed || !bytes.Equal(again.Response, first.Response) {
+		t.Fatalf("replay at the first issuer: %v", err)
+	}
 }

@@ -126,9 +126,10 @@ type Keys struct {
 	cfg  KeysConfig
 	aead cipher.AEAD
 
-	mu   sync.RWMutex
-	byID map[[privacypass.KeyIDSize]byte]*Key
-	by   map[keySlot]*Key
+	mu       sync.RWMutex
+	byID     map[[privacypass.KeyIDSize]byte]*Key
+	by       map[keySlot]*Key
+	reloaded time.Time // last Find that read the directory
 }
 
 type keySlot struct {
@@ -185,6 +186,36 @@ func (ks *Keys) Lookup(id [privacypass.KeyIDSize]byte) (*Key, bool) {
 	defer ks.mu.RUnlock()
 	k, ok := ks.byID[id]
 	return k, ok
+}
+
+// Find returns the key with token_key_id id like Lookup; when it is not
+// loaded, it first loads the key files of the epochs around now that another
+// process sharing the directory may have created (at most once a second).
+func (ks *Keys) Find(id [privacypass.KeyIDSize]byte, now time.Time) (*Key, bool) {
+	if k, ok := ks.Lookup(id); ok {
+		return k, true
+	}
+	ks.mu.Lock()
+	wait := time.Since(ks.reloaded) < time.Second
+	if !wait {
+		ks.reloaded = time.Now()
+	}
+	ks.mu.Unlock()
+	if wait {
+		return nil, false
+	}
+	e := ks.epochIndex(now)
+	for _, d := range ks.cfg.Denominations {
+		for _, i := range []int64{e - 1, e, e + 1} {
+			ks.mu.RLock()
+			_, ok := ks.by[keySlot{d, i}]
+			ks.mu.RUnlock()
+			if !ok {
+				ks.load(keySlot{d, i}) // a missing or unreadable file stays unloaded
+			}
+		}
+	}
+	return ks.Lookup(id)
 }
 
 // Prepare loads or creates the keys of every denomination for the epochs
