@@ -234,7 +234,7 @@ func (is *Issuer) Spend(ctx context.Context, body []byte) (Answer, error) {
 	}
 	null := Nullifier(&tok)
 	digest := Digest(body)
-	if a, err, done := is.recorded(ctx, is.cfg.SpendNamespace, null, digest, CodeDoubleSpend); done {
+	if a, done, err := is.recorded(ctx, is.cfg.SpendNamespace, null, digest, CodeDoubleSpend); done {
 		return a, err
 	}
 	now := is.ledger.Now()
@@ -262,15 +262,15 @@ func (is *Issuer) Spend(ctx context.Context, body []byte) (Answer, error) {
 // recorded answers from the ledger when key is already recorded: the stored
 // bytes for the same digest, the mismatch code for another. done is false
 // when nothing is recorded (or the read failed: the claim will tell).
-func (is *Issuer) recorded(ctx context.Context, ns, key string, digest []byte, mismatch string) (Answer, error, bool) {
+func (is *Issuer) recorded(ctx context.Context, ns, key string, digest []byte, mismatch string) (Answer, bool, error) {
 	r, err := is.ledger.Get(ctx, ns, key)
 	if err != nil || r.State != spent.StateComplete {
-		return Answer{}, nil, false
+		return Answer{}, false, nil
 	}
 	if !hmac.Equal(r.Fingerprint, digest) {
-		return Answer{}, errorf(mismatch, nil, "recorded for another request at %s", r.FirstSeen.Format(time.RFC3339)), true
+		return Answer{}, true, errorf(mismatch, nil, "recorded for another request at %s", r.FirstSeen.Format(time.RFC3339))
 	}
-	return Answer{Response: r.Result, Replayed: true}, nil, true
+	return Answer{Response: r.Result, Replayed: true}, true, nil
 }
 
 // sign checks the outputs and signs them. They must sum to ret and each must
@@ -442,7 +442,7 @@ func (is *Issuer) Issue(ctx context.Context, body []byte) (Answer, error) {
 	}
 	ch, _ := ParseChallenge(req.Challenge)
 	digest := Digest(body)
-	if a, err, done := is.recorded(ctx, is.cfg.IssueNamespace, ch.ID, digest, CodeChallengeMismatch); done {
+	if a, done, err := is.recorded(ctx, is.cfg.IssueNamespace, ch.ID, digest, CodeChallengeMismatch); done {
 		return a, err
 	}
 	now := is.ledger.Now()

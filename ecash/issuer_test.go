@@ -14,6 +14,7 @@ import (
 	"github.com/spentledger/spent"
 	"github.com/spentledger/spent/ecash"
 	"github.com/spentledger/spent/inmem"
+	"github.com/spentledger/spent/privacypass"
 )
 
 func TestSpend(t *testing.T) {
@@ -140,6 +141,13 @@ func TestSpend(t *testing.T) {
 		}
 		if fresh != 1 {
 			t.Fatalf("%d fresh answers, want 1", fresh)
+		}
+		// Every caller got the bytes the ledger kept.
+		req, _ := ecash.ParseSpend(body)
+		tok, _ := privacypass.ParseToken(req.Token)
+		rec, err := e.ledger.Get(ctx, ecash.DefaultSpendNamespace, ecash.Nullifier(&tok))
+		if err != nil || !bytes.Equal(rec.Result, answers[0].Response) {
+			t.Fatalf("the answers are not the stored bytes (%v)", err)
 		}
 	})
 
@@ -279,6 +287,48 @@ func TestIssue(t *testing.T) {
 		ok, _ := req.MarshalBinary()
 		if _, err := e.client.Send(ctx, ecash.IssuePath, ok); err != nil {
 			t.Fatalf("the challenge must still be usable: %v", err)
+		}
+	})
+
+	t.Run("RacingIdenticalAndDifferent", func(t *testing.T) {
+		e := newEnv(t, nil, nil)
+		body, _ := e.issueBody(t, 8, 4)
+		req, _ := ecash.ParseIssue(body)
+		req.Outputs = req.Outputs[:1]
+		other, _ := req.MarshalBinary()
+		const n = 16
+		answers := make([]ecash.Answer, n)
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				b := body
+				if i%2 == 1 {
+					b = other
+				}
+				answers[i], errs[i] = e.client.Send(ctx, ecash.IssuePath, b)
+			}()
+		}
+		wg.Wait()
+		var won []int
+		for i := range n {
+			if errs[i] == nil {
+				won = append(won, i%2)
+			} else if code(errs[i]) != ecash.CodeChallengeMismatch {
+				t.Fatalf("request %d: %v", i, errs[i])
+			}
+		}
+		// Every request with the winner's bytes succeeded, every other one
+		// got challenge_mismatch, and exactly one issuance was recorded.
+		if len(won) != n/2 || e.iss.Stats().Issued != 15 {
+			t.Fatalf("%d successes, issued %d; want %d, 15", len(won), e.iss.Stats().Issued, n/2)
+		}
+		for _, w := range won {
+			if w != won[0] {
+				t.Fatal("both requests succeeded")
+			}
 		}
 	})
 
