@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spentledger/spent"
+	"github.com/spentledger/spent/internal/reccodec"
 )
 
 // Key layout, under Options.Prefix (P). Hex keeps every key printable for
@@ -35,17 +36,13 @@ const (
 	keyFormat = "m/format"
 
 	formatVersion  = "1"
-	recordVersion  = 1
 	counterVersion = 1
-	flagHasResult  = 1 << 0
-	knownFlags     = flagHasResult
 
 	hashHex = 2 * spent.HashSize
 	timeHex = 24
 	// pendingTail is the fixed-width part of a pending key after the
 	// namespace: lease, node, counter, hash.
-	pendingTail    = timeHex + 8 + 16 + hashHex
-	zeroTimeSecond = -62135596800 // time.Time{}.Unix()
+	pendingTail = timeHex + 8 + 16 + hashHex
 )
 
 // ErrCorrupt is returned when a stored value or key cannot be decoded: the
@@ -164,128 +161,18 @@ func parseHexTime(s string) (time.Time, error) {
 }
 
 // makeTime returns the instant, keeping the zero time.Time zero.
-func makeTime(sec, nsec int64) time.Time {
-	if sec == zeroTimeSecond && nsec == 0 {
-		return time.Time{}
-	}
-	return time.Unix(sec, nsec)
-}
+func makeTime(sec, nsec int64) time.Time { return reccodec.MakeTime(sec, nsec) }
 
 // appendRecord appends the encoding of r without its hash, which the key
-// carries:
-//
-//	version 1, state, flags (bit 0: a result is present, even empty),
-//	uvarint seq.node, uvarint seq.counter,
-//	first_seen, expires_at, lease_until: each varint Unix second, uvarint nanosecond,
-//	namespace, place, raw key, fingerprint, [result]: each uvarint length, bytes
-func appendRecord(b []byte, r *spent.Record) []byte {
-	var flags byte
-	if r.Result != nil {
-		flags |= flagHasResult
-	}
-	b = append(b, recordVersion, byte(r.State), flags)
-	b = binary.AppendUvarint(b, uint64(r.Seq.Node))
-	b = binary.AppendUvarint(b, r.Seq.Counter)
-	b = appendTime(b, r.FirstSeen)
-	b = appendTime(b, r.ExpiresAt)
-	b = appendTime(b, r.LeaseUntil)
-	b = appendField(b, r.Namespace)
-	b = appendField(b, r.Place)
-	b = appendField(b, r.RawKey)
-	b = appendField(b, r.Fingerprint)
-	if r.Result != nil {
-		b = appendField(b, r.Result)
-	}
-	return b
-}
-
-func appendTime(b []byte, t time.Time) []byte {
-	b = binary.AppendVarint(b, t.Unix())
-	return binary.AppendUvarint(b, uint64(t.Nanosecond()))
-}
-
-func appendField[T string | []byte](b []byte, v T) []byte {
-	b = binary.AppendUvarint(b, uint64(len(v)))
-	return append(b, v...)
-}
-
-// reader decodes; its first failure sticks.
-type reader struct {
-	b   []byte
-	bad bool
-}
-
-func (r *reader) uvarint() uint64 {
-	v, n := binary.Uvarint(r.b)
-	if n <= 0 {
-		r.bad = true
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
-
-func (r *reader) time() time.Time {
-	sec, n := binary.Varint(r.b)
-	if n <= 0 {
-		r.bad = true
-		return time.Time{}
-	}
-	r.b = r.b[n:]
-	nsec := r.uvarint()
-	if nsec >= 1e9 {
-		r.bad = true
-		return time.Time{}
-	}
-	return makeTime(sec, int64(nsec))
-}
-
-func (r *reader) field() []byte {
-	n := r.uvarint()
-	if r.bad || n > uint64(len(r.b)) {
-		r.bad = true
-		return nil
-	}
-	v := r.b[:n:n]
-	r.b = r.b[n:]
-	return v
-}
+// carries: the format of internal/reccodec, shared with the embedded store.
+func appendRecord(b []byte, r *spent.Record) []byte { return reccodec.Append(b, r) }
 
 // decodeRecord decodes the value of the record of h. The record shares no
 // memory with v.
 func decodeRecord(h spent.Hash, v []byte) (spent.Record, error) {
-	rec := spent.Record{Key: h}
-	if len(v) < 3 || v[0] != recordVersion || v[2]&^knownFlags != 0 {
-		return rec, fmt.Errorf("%w: record %s", ErrCorrupt, h)
-	}
-	rec.State = spent.State(v[1])
-	if rec.State != spent.StatePending && rec.State != spent.StateComplete {
-		return rec, fmt.Errorf("%w: record %s: state %d", ErrCorrupt, h, v[1])
-	}
-	flags := v[2]
-	r := reader{b: v[3:]}
-	node := r.uvarint()
-	if node > 1<<32-1 {
-		r.bad = true
-	}
-	rec.Seq = spent.Seq{Node: uint32(node), Counter: r.uvarint()}
-	rec.FirstSeen = r.time()
-	rec.ExpiresAt = r.time()
-	rec.LeaseUntil = r.time()
-	ns, place, raw, fp := r.field(), r.field(), r.field(), r.field()
-	var result []byte
-	if flags&flagHasResult != 0 {
-		result = r.field()
-	}
-	if r.bad || len(r.b) != 0 {
-		return spent.Record{Key: h}, fmt.Errorf("%w: record %s", ErrCorrupt, h)
-	}
-	rec.Namespace, rec.Place, rec.RawKey = string(ns), string(place), string(raw)
-	if len(fp) > 0 {
-		rec.Fingerprint = append([]byte(nil), fp...)
-	}
-	if result != nil {
-		rec.Result = append(make([]byte, 0, len(result)), result...)
+	rec, err := reccodec.Decode(h, v)
+	if err != nil {
+		return rec, fmt.Errorf("%w: record %s: %v", ErrCorrupt, h, err)
 	}
 	return rec, nil
 }
@@ -301,19 +188,31 @@ type counter struct {
 func appendCounter(b []byte, c counter) []byte {
 	b = append(b, counterVersion)
 	b = binary.AppendUvarint(b, c.value)
-	return appendTime(b, c.expiresAt)
+	b = binary.AppendVarint(b, c.expiresAt.Unix())
+	return binary.AppendUvarint(b, uint64(c.expiresAt.Nanosecond()))
 }
 
 func decodeCounter(h spent.Hash, v []byte) (counter, error) {
 	if len(v) < 1 || v[0] != counterVersion {
 		return counter{}, fmt.Errorf("%w: counter %s", ErrCorrupt, h)
 	}
-	r := reader{b: v[1:]}
-	c := counter{value: r.uvarint(), expiresAt: r.time()}
-	if r.bad || len(r.b) != 0 {
-		return counter{}, fmt.Errorf("%w: counter %s", ErrCorrupt, h)
+	bad := fmt.Errorf("%w: counter %s", ErrCorrupt, h)
+	b := v[1:]
+	value, n := binary.Uvarint(b)
+	if n <= 0 {
+		return counter{}, bad
 	}
-	return c, nil
+	b = b[n:]
+	sec, n := binary.Varint(b)
+	if n <= 0 {
+		return counter{}, bad
+	}
+	b = b[n:]
+	nsec, n := binary.Uvarint(b)
+	if n <= 0 || nsec >= 1e9 || n != len(b) {
+		return counter{}, bad
+	}
+	return counter{value: value, expiresAt: makeTime(sec, int64(nsec))}, nil
 }
 
 // cloneRecord returns a copy of r that shares no memory with it.

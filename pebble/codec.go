@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/spentledger/spent"
+	"github.com/spentledger/spent/internal/reccodec"
 )
 
 // Key layout. Every key starts with a two-byte prefix naming its keyspace:
@@ -32,15 +33,11 @@ const (
 	prefixCounter = "c/"
 	prefixCExpiry = "y/"
 
-	timeLen        = 12
-	recordKeyLen   = len(prefixRecord) + spent.HashSize
-	expiryKeyLen   = len(prefixExpiry) + timeLen + spent.HashSize
-	pendingKeyLen  = len(prefixPending) + timeLen + 4 + 8 + spent.HashSize
-	formatVersion  = 1
-	recordVersion  = 1
-	flagHasResult  = 1 << 0
-	knownFlags     = flagHasResult
-	zeroTimeSecond = -62135596800 // time.Time{}.Unix()
+	timeLen       = 12
+	recordKeyLen  = len(prefixRecord) + spent.HashSize
+	expiryKeyLen  = len(prefixExpiry) + timeLen + spent.HashSize
+	pendingKeyLen = len(prefixPending) + timeLen + 4 + 8 + spent.HashSize
+	formatVersion = 1
 )
 
 var (
@@ -68,12 +65,7 @@ func getTime(b []byte) time.Time {
 }
 
 // makeTime returns the instant, keeping the zero time.Time zero.
-func makeTime(sec, nsec int64) time.Time {
-	if sec == zeroTimeSecond && nsec == 0 {
-		return time.Time{}
-	}
-	return time.Unix(sec, nsec)
-}
+func makeTime(sec, nsec int64) time.Time { return reccodec.MakeTime(sec, nsec) }
 
 // appendRecordKey appends the record key of h to dst.
 func appendRecordKey(dst []byte, h *spent.Hash) []byte {
@@ -193,117 +185,16 @@ func prefixEnd(p string) []byte {
 }
 
 // appendRecord appends the version-1 encoding of r, without its hash (the
-// key carries it):
-//
-//	version, state, flags (bit 0: result present, even if empty),
-//	uvarint seq.node, uvarint seq.counter,
-//	first_seen, expires_at, lease_until (each varint second, uvarint nanosecond),
-//	namespace, place, raw key, fingerprint, [result] (each uvarint length, bytes)
-func appendRecord(b []byte, r *spent.Record) []byte {
-	var flags byte
-	if r.Result != nil {
-		flags |= flagHasResult
-	}
-	b = append(b, recordVersion, byte(r.State), flags)
-	b = binary.AppendUvarint(b, uint64(r.Seq.Node))
-	b = binary.AppendUvarint(b, r.Seq.Counter)
-	for _, t := range [...]time.Time{r.FirstSeen, r.ExpiresAt, r.LeaseUntil} {
-		b = binary.AppendVarint(b, t.Unix())
-		b = binary.AppendUvarint(b, uint64(t.Nanosecond()))
-	}
-	b = appendBytes(b, r.Namespace)
-	b = appendBytes(b, r.Place)
-	b = appendBytes(b, r.RawKey)
-	b = appendBytes(b, r.Fingerprint)
-	if r.Result != nil {
-		b = appendBytes(b, r.Result)
-	}
-	return b
-}
-
-func appendBytes[T string | []byte](b []byte, s T) []byte {
-	b = binary.AppendUvarint(b, uint64(len(s)))
-	return append(b, s...)
-}
-
-// decoder reads an encoded record; the first failure sticks.
-type decoder struct {
-	b   []byte
-	bad bool
-}
-
-func (d *decoder) uvarint() uint64 {
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.bad = true
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) time() time.Time {
-	sec, n := binary.Varint(d.b)
-	if n <= 0 {
-		d.bad = true
-		return time.Time{}
-	}
-	d.b = d.b[n:]
-	nsec := d.uvarint()
-	if nsec >= 1e9 {
-		d.bad = true
-		return time.Time{}
-	}
-	return makeTime(sec, int64(nsec))
-}
-
-func (d *decoder) bytes() []byte {
-	n := d.uvarint()
-	if d.bad || n > uint64(len(d.b)) {
-		d.bad = true
-		return nil
-	}
-	v := d.b[:n:n]
-	d.b = d.b[n:]
-	return v
-}
+// key carries it): the format of internal/reccodec, shared with the etcd
+// store.
+func appendRecord(b []byte, r *spent.Record) []byte { return reccodec.Append(b, r) }
 
 // decodeRecord decodes a record stored under key h. The record owns its
 // memory: nothing aliases v.
 func decodeRecord(h spent.Hash, v []byte) (spent.Record, error) {
-	r := spent.Record{Key: h}
-	if len(v) < 3 || v[0] != recordVersion || v[2]&^knownFlags != 0 {
-		return r, fmt.Errorf("%w: record %s", ErrCorrupt, h)
-	}
-	r.State = spent.State(v[1])
-	if r.State != spent.StatePending && r.State != spent.StateComplete {
-		return r, fmt.Errorf("%w: record %s: state %d", ErrCorrupt, h, v[1])
-	}
-	flags := v[2]
-	d := decoder{b: v[3:]}
-	node := d.uvarint()
-	if node > 1<<32-1 {
-		d.bad = true
-	}
-	r.Seq = spent.Seq{Node: uint32(node), Counter: d.uvarint()}
-	r.FirstSeen = d.time()
-	r.ExpiresAt = d.time()
-	r.LeaseUntil = d.time()
-	ns, place, raw := d.bytes(), d.bytes(), d.bytes()
-	fp := d.bytes()
-	var result []byte
-	if flags&flagHasResult != 0 {
-		result = d.bytes()
-	}
-	if d.bad || len(d.b) != 0 {
-		return spent.Record{Key: h}, fmt.Errorf("%w: record %s", ErrCorrupt, h)
-	}
-	r.Namespace, r.Place, r.RawKey = string(ns), string(place), string(raw)
-	if len(fp) > 0 {
-		r.Fingerprint = append([]byte(nil), fp...)
-	}
-	if result != nil {
-		r.Result = append(make([]byte, 0, len(result)), result...)
+	r, err := reccodec.Decode(h, v)
+	if err != nil {
+		return r, fmt.Errorf("%w: record %s: %v", ErrCorrupt, h, err)
 	}
 	return r, nil
 }
