@@ -4,8 +4,11 @@ import (
 	"context"
 	"crypto/rand"
 	"net/http"
+	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/spentledger/spent/ecash"
 	"github.com/spentledger/spent/pebble"
@@ -156,4 +159,69 @@ func BenchmarkSpend(b *testing.B) {
 		b.StopTimer()
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "replays/s")
 	})
+}
+
+// BenchmarkSpendVsReplay alternates, in every iteration, a phase of 64 first
+// spends (two change outputs each) and a phase of 64 replays of spends
+// already recorded, both over HTTP from 16 goroutines, so that both see the
+// same load on a shared machine. It reports the mean wall time per first
+// spend, per replay, and their ratio, and the same in CPU time of the process
+// (client and server together).
+func BenchmarkSpendVsReplay(b *testing.B) {
+	e := benchEnv(b)
+	ctx := context.Background()
+	const phase, workers = 64, 16
+	replays := spendBodies(b, e, phase)
+	for _, body := range replays {
+		if _, err := e.client.Send(ctx, ecash.SpendPath, body); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var firstCPU, replayCPU time.Duration
+	run := func(bodies [][]byte, replayed bool, cpu *time.Duration) time.Duration {
+		c0 := cpuTime()
+		defer func() { *cpu += cpuTime() - c0 }()
+		start := time.Now()
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := next.Add(1) - 1; i < int64(len(bodies)); i = next.Add(1) - 1 {
+					a, err := e.client.Send(ctx, ecash.SpendPath, bodies[i])
+					if err != nil || a.Replayed != replayed {
+						b.Errorf("send: %v (replayed %v)", err, a.Replayed)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		return time.Since(start)
+	}
+	var first, replay time.Duration
+	b.ResetTimer()
+	for b.Loop() {
+		b.StopTimer()
+		bodies := spendBodies(b, e, phase)
+		b.StartTimer()
+		first += run(bodies, false, &firstCPU)
+		replay += run(replays, true, &replayCPU)
+	}
+	n := float64(b.N * phase)
+	b.ReportMetric(float64(first.Microseconds())/n, "µs/spend")
+	b.ReportMetric(float64(replay.Microseconds())/n, "µs/replay")
+	b.ReportMetric(float64(first)/float64(replay), "ratio")
+	b.ReportMetric(float64(firstCPU.Microseconds())/n, "cpu-µs/spend")
+	b.ReportMetric(float64(replayCPU.Microseconds())/n, "cpu-µs/replay")
+	b.ReportMetric(float64(firstCPU)/float64(replayCPU), "cpu-ratio")
+}
+
+// cpuTime returns the CPU time (user + system) the process has used: on a
+// machine shared with other jobs, a steadier measure of cost than wall time.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
