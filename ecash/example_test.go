@@ -36,8 +36,7 @@ func Example() {
 	}
 	dir, _ := os.MkdirTemp("", "ecash-keys")
 	defer os.RemoveAll(dir)
-	keys, err := ecash.OpenKeys(ecash.KeysConfig{Dir: dir, KEK: make([]byte, 32), IssuerName: cfg.IssuerName,
-		Denominations: cfg.Denominations, Epoch: cfg.Epoch, Grace: cfg.Grace})
+	keys, err := ecash.OpenKeys(cfg.KeysConfig(dir, make([]byte, 32))) // use a random KEK
 	if err != nil {
 		panic(err)
 	}

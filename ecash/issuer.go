@@ -177,6 +177,36 @@ func New(cfg Config, ledger *spent.Ledger, keys *Keys) (*Issuer, error) {
 	return &Issuer{cfg: cfg, ledger: ledger, keys: keys, challenge: ch, digest: privacypass.ChallengeDigest(ch)}, nil
 }
 
+// KeysConfig returns the configuration of the key set an issuer of cfg
+// needs: its issuer name, denominations, epoch and grace, with the key
+// directory dir and the key-encryption key kek.
+func (c *Config) KeysConfig(dir string, kek []byte) KeysConfig {
+	return KeysConfig{Dir: dir, KEK: kek, IssuerName: c.IssuerName, Denominations: c.Denominations, Epoch: c.Epoch, Grace: c.Grace, Rand: c.Rand}
+}
+
+// Run prepares the keys of the current and the next epoch every interval
+// (zero means a minute) until ctx ends, so that each key exists, and is
+// published, a full epoch before it is used. Failures are logged and
+// retried at the next tick. Without Run, the key list endpoint prepares
+// them when asked.
+func (is *Issuer) Run(ctx context.Context, interval time.Duration) {
+	if interval <= 0 {
+		interval = time.Minute
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := is.keys.Prepare(is.ledger.Now()); err != nil {
+				is.cfg.Logger.Error("ecash: preparing keys", "err", err)
+			}
+		}
+	}
+}
+
 // TokenChallenge returns the wire form of the TokenChallenge that every
 // value token of this issuer answers.
 func (is *Issuer) TokenChallenge() []byte { return append([]byte(nil), is.challenge...) }

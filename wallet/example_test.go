@@ -31,8 +31,7 @@ func exampleIssuer() (string, func()) {
 		panic(err)
 	}
 	dir, _ := os.MkdirTemp("", "ecash-keys")
-	keys, err := ecash.OpenKeys(ecash.KeysConfig{Dir: dir, KEK: make([]byte, 32), IssuerName: cfg.IssuerName,
-		Denominations: cfg.Denominations, Epoch: cfg.Epoch, Grace: cfg.Grace})
+	keys, err := ecash.OpenKeys(cfg.KeysConfig(dir, make([]byte, 32))) // use a random KEK
 	if err != nil {
 		panic(err)
 	}

@@ -104,8 +104,6 @@ type Entry struct {
 	Input *Coin `json:"input,omitempty"`
 	// Created is when the entry was journaled.
 	Created time.Time `json:"created"`
-	// Tries counts the sends.
-	Tries int `json:"tries"`
 }
 
 // File is the wallet file.
