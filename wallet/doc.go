@@ -38,4 +38,8 @@
 //   - A journaled spend whose response never arrives keeps its value out
 //     of the spendable set until a resume gets an answer; a final answer the
 //     wallet never receives (the issuer is gone) leaves it there.
+//   - The issuer remembers a spend until its token's key stops accepting
+//     tokens (epoch end + grace, 30 h by default) and an issuance until its
+//     challenge's expiry + grace: resume within that window, or the request
+//     is answered as new (proof_invalid or challenge_gone).
 package wallet
