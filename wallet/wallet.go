@@ -336,9 +336,9 @@ func (w *Wallet) Issue(ctx context.Context) ([]Coin, error) {
 	return coins, err
 }
 
-// Spend pays amount with the oldest token that is at least MinAge old and
-// worth at least amount plus the issuer's price, asking the rest back as
-// change. The token leaves the spendable set in the save that journals the
+// Spend pays amount (at least the issuer's price) with the oldest token
+// that is at least MinAge old and worth at least that, asking the rest back
+// as change. The token leaves the spendable set in the save that journals the
 // request. It returns the issuer's response (the charge) and the change.
 func (w *Wallet) Spend(ctx context.Context, amount uint64) (*ecash.Response, []Coin, error) {
 	l, err := w.client.Keys(ctx)
