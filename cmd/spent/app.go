@@ -218,6 +218,7 @@ store; the other commands talk to a running server.`,
 		m.unknownCommand(),
 		m.benchCommand(),
 		newTokenCmd(),
+		newWalletCmd(),
 	)
 	return root
 }
