@@ -15,6 +15,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/spentledger/spent"
+	"github.com/spentledger/spent/ecash"
 	sphttp "github.com/spentledger/spent/http"
 	"github.com/spentledger/spent/pebble"
 	"github.com/spentledger/spent/privacypass"
@@ -66,6 +67,9 @@ type serveConfig struct {
 	// Privacypass, when set, turns on the Privacy Pass issuer and the
 	// /v1/redeem endpoint (the file's [privacypass] section).
 	Privacypass *privacypass.Config
+	// Ecash, when set, turns on the value-token issuer (the file's [ecash]
+	// section). Its Secret is derived from the ledger secret at start.
+	Ecash *ecash.Config
 	// AllowNonDurable lets a shared store start on an engine configured to
 	// lose acknowledged writes (it then logs what can be lost).
 	AllowNonDurable bool
@@ -119,6 +123,50 @@ type fileConfig struct {
 	Tokens          []fileToken              `toml:"tokens"`
 	Store           fileStore                `toml:"store"`
 	Privacypass     *privacypass.Config      `toml:"privacypass"`
+	Ecash           *fileEcash               `toml:"ecash"`
+}
+
+// fileEcash mirrors the [ecash] section; see docs/ecash.md.
+type fileEcash struct {
+	IssuerName    *string   `toml:"issuer_name"`
+	Denominations []uint64  `toml:"denominations"`
+	Epoch         *duration `toml:"epoch"`
+	Grace         *duration `toml:"grace"`
+	Skew          *duration `toml:"skew"`
+	Price         *uint64   `toml:"price"`
+	Difficulty    *uint8    `toml:"difficulty"`
+	IssueValue    *uint64   `toml:"issue_value"`
+	ChallengeTTL  *duration `toml:"challenge_ttl"`
+}
+
+// config returns the issuer configuration of the section over ecash's
+// defaults, without its secret.
+func (f *fileEcash) config() ecash.Config {
+	c := ecash.DefaultConfig()
+	if f.IssuerName != nil {
+		c.IssuerName = *f.IssuerName
+	}
+	if f.Denominations != nil {
+		c.Denominations = f.Denominations
+	}
+	for _, d := range []struct {
+		from *duration
+		to   *time.Duration
+	}{{f.Epoch, &c.Epoch}, {f.Grace, &c.Grace}, {f.Skew, &c.Skew}, {f.ChallengeTTL, &c.ChallengeTTL}} {
+		if d.from != nil {
+			*d.to = time.Duration(*d.from)
+		}
+	}
+	if f.Price != nil {
+		c.Price = *f.Price
+	}
+	if f.Difficulty != nil {
+		c.Difficulty = *f.Difficulty
+	}
+	if f.IssueValue != nil {
+		c.IssueValue = *f.IssueValue
+	}
+	return c
 }
 
 type fileStore struct {
@@ -305,6 +353,25 @@ func (cfg *serveConfig) parse(doc string, getenv func(string) string) error {
 			cfg.Ledger.Namespaces[pc.Namespace] = privacypass.NamespacePolicy(pc.Epoch, pc.Grace, pc.Skew)
 		}
 		cfg.Privacypass = &pc
+	}
+
+	if f.Ecash != nil {
+		ec := f.Ecash.config()
+		// Validate wants a secret; the real one is derived at start.
+		probe := ec
+		probe.Secret = make([]byte, spent.MinSecretLen)
+		if err := probe.Validate(); err != nil {
+			return fmt.Errorf("[ecash]: %w", err)
+		}
+		for name, p := range ecash.NamespacePolicies(ec) {
+			if _, ok := cfg.Ledger.Namespaces[name]; !ok {
+				if len(f.Namespaces) == 0 && cfg.Privacypass == nil {
+					cfg.Ledger.Namespaces = maps.Clone(cfg.Ledger.Namespaces)
+				}
+				cfg.Ledger.Namespaces[name] = p
+			}
+		}
+		cfg.Ecash = &ec
 	}
 
 	seen := map[string]int{}

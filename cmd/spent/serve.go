@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -20,6 +22,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/spentledger/spent"
+	"github.com/spentledger/spent/ecash"
 	sphttp "github.com/spentledger/spent/http"
 	"github.com/spentledger/spent/privacypass"
 )
@@ -179,14 +182,23 @@ func (m *Main) serve(ctx context.Context, cfg serveConfig) error {
 	}
 	var handler http.Handler = api
 	var pp *privacypass.Server
-	if cfg.Privacypass != nil {
-		if pp, err = m.startPrivacypass(ctx, cfg, ledger, log); err != nil {
-			return err
-		}
-		defer pp.Close()
+	var ec *ecash.Issuer
+	if cfg.Privacypass != nil || cfg.Ecash != nil {
 		mux := http.NewServeMux()
 		mux.Handle("/", api)
-		pp.Register(mux)
+		if cfg.Privacypass != nil {
+			if pp, err = m.startPrivacypass(ctx, cfg, ledger, log); err != nil {
+				return err
+			}
+			defer pp.Close()
+			pp.Register(mux)
+		}
+		if cfg.Ecash != nil {
+			if ec, err = m.startEcash(cfg, secret, ledger, log); err != nil {
+				return err
+			}
+			ec.Register(mux)
+		}
 		handler = mux
 	}
 
@@ -224,6 +236,9 @@ func (m *Main) serve(ctx context.Context, cfg serveConfig) error {
 	}()
 	if pp != nil {
 		go pp.Run(sweepCtx)
+	}
+	if ec != nil {
+		go ec.Run(sweepCtx, time.Minute)
 	}
 	fenceDone := make(chan struct{})
 	go func() {
@@ -270,32 +285,66 @@ func (m *Main) serve(ctx context.Context, cfg serveConfig) error {
 const (
 	kekFile        = "kek"
 	privacypassDir = "privacypass-keys"
+	ecashDir       = "ecash-keys"
 )
+
+// loadKEK returns the key-encryption key of the issuers' keys: SPENT_KEK
+// (base64 of 32 bytes), or, when that is unset, DATA/kek, generated on first
+// use with a warning.
+func (m *Main) loadKEK(cfg serveConfig, log *slog.Logger) ([]byte, error) {
+	if v := m.getenv("SPENT_KEK"); v != "" {
+		k, err := privacypass.ParseKEK(v)
+		if err != nil {
+			return nil, fmt.Errorf("SPENT_KEK: %w", err)
+		}
+		return k, nil
+	}
+	path := filepath.Join(cfg.Data, kekFile)
+	k, created, err := privacypass.LoadOrCreateKEK(path)
+	if err != nil {
+		return nil, fmt.Errorf("key-encryption key: %w", err)
+	}
+	if created {
+		log.Warn("SPENT_KEK is unset, so a key-encryption key was generated beside the keys it protects; set SPENT_KEK to keep the keys safe from a copy of the data directory", "path", path)
+	} else {
+		log.Warn("SPENT_KEK is unset: using the key-encryption key in the data directory", "path", path)
+	}
+	return k, nil
+}
+
+// startEcash builds the value-token issuer of cfg's [ecash] section. Its
+// challenge secret is derived from the ledger secret, so that servers sharing
+// a store (and so the secret) accept each other's challenges.
+func (m *Main) startEcash(cfg serveConfig, secret []byte, ledger *spent.Ledger, log *slog.Logger) (*ecash.Issuer, error) {
+	kek, err := m.loadKEK(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	ec := *cfg.Ecash
+	mac := hmac.New(sha256.New, secret)
+	mac.Write([]byte("spent: ecash challenge secret v1"))
+	ec.Secret = mac.Sum(nil)
+	ec.Logger = log.With("component", "ecash")
+	keys, err := ecash.OpenKeys(ec.KeysConfig(filepath.Join(cfg.Data, ecashDir), kek))
+	if err != nil {
+		return nil, fmt.Errorf("ecash: %w", err)
+	}
+	is, err := ecash.New(ec, ledger, keys)
+	if err != nil {
+		return nil, fmt.Errorf("ecash: %w", err)
+	}
+	log.Info("ecash: value-token issuer on", "issuer_name", ec.IssuerName, "denominations", fmt.Sprint(ec.Denominations))
+	return is, nil
+}
 
 // startPrivacypass builds the Privacy Pass issuer and redemption endpoint of
 // cfg's [privacypass] section. The key-encryption key comes from SPENT_KEK
 // (base64 of 32 bytes), or, when that is unset, from DATA/kek, generated on
 // first use with a warning.
 func (m *Main) startPrivacypass(ctx context.Context, cfg serveConfig, ledger *spent.Ledger, log *slog.Logger) (*privacypass.Server, error) {
-	var kek []byte
-	if v := m.getenv("SPENT_KEK"); v != "" {
-		k, err := privacypass.ParseKEK(v)
-		if err != nil {
-			return nil, fmt.Errorf("SPENT_KEK: %w", err)
-		}
-		kek = k
-	} else {
-		path := filepath.Join(cfg.Data, kekFile)
-		k, created, err := privacypass.LoadOrCreateKEK(path)
-		if err != nil {
-			return nil, fmt.Errorf("privacypass: %w", err)
-		}
-		if created {
-			log.Warn("privacypass: SPENT_KEK is unset, so a key-encryption key was generated beside the keys it protects; set SPENT_KEK to keep the keys safe from a copy of the data directory", "path", path)
-		} else {
-			log.Warn("privacypass: SPENT_KEK is unset: using the key-encryption key in the data directory", "path", path)
-		}
-		kek = k
+	kek, err := m.loadKEK(cfg, log)
+	if err != nil {
+		return nil, err
 	}
 	pp, err := privacypass.New(ctx, *cfg.Privacypass, ledger, filepath.Join(cfg.Data, privacypassDir), kek, log.With("component", "privacypass"))
 	if err != nil {
