@@ -219,6 +219,7 @@ store; the other commands talk to a running server.`,
 		m.benchCommand(),
 		newTokenCmd(),
 		newWalletCmd(),
+		m.epochCommand(),
 	)
 	return root
 }

@@ -85,23 +85,21 @@ type fence struct {
 // canary the fence names.
 func openFence(ctx context.Context, dir string, store spent.Store, node uint32, now func() time.Time, log *slog.Logger) (*fence, error) {
 	f := &fence{path: filepath.Join(dir, fenceFile), store: store, node: node, now: now, log: log}
-	b, err := os.ReadFile(f.path)
+	st, err := readFenceState(f.path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		f.state = fenceState{Version: 1, Generation: 1, Node: node}
 	case err != nil:
-		return nil, fmt.Errorf("fence: %w", err)
+		return nil, err
 	default:
-		if err := json.Unmarshal(b, &f.state); err != nil || f.state.Version != 1 || f.state.Generation == 0 || f.state.Node == 0 {
-			return nil, fmt.Errorf("fence %s is damaged (%v): restore it from a backup of the data directory; do not delete it, or a store restored from a snapshot would go unnoticed", f.path, err)
-		}
+		f.state = st
 		key := canaryKey(f.state.Generation, f.state.Node, f.state.Canary)
 		_, err := store.Get(ctx, key, now())
 		if errors.Is(err, spent.ErrNotFound) {
 			return nil, fmt.Errorf("%w: the fence %s names canary %d of node %d (seq %s, generation %d), and the store does not hold it. "+
 				"The store was restored from an earlier snapshot, or is another store. Serving from it would accept again "+
 				"everything claimed since the snapshot: spent tokens, paid requests. Point --store at the store this server "+
-				"was using. If the loss is deliberate, read \"Restoring a store\" in docs/operations.md before moving the fence aside",
+				"was using. If the loss is deliberate, read \"Restoring a store\" in docs/operations.md, then run spent epoch retire",
 				errStoreWentBack, f.path, f.state.Canary, f.state.Node, f.state.Seq, f.state.Generation)
 		}
 		if err != nil {
@@ -112,6 +110,23 @@ func openFence(ctx context.Context, dir string, store spent.Store, node uint32, 
 		return nil, err
 	}
 	return f, nil
+}
+
+// readFenceState reads the fence file at path. A missing file is reported
+// with fs.ErrNotExist in the chain.
+func readFenceState(path string) (fenceState, error) {
+	var st fenceState
+	b, err := os.ReadFile(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return st, err
+		}
+		return st, fmt.Errorf("fence: %w", err)
+	}
+	if err := json.Unmarshal(b, &st); err != nil || st.Version != 1 || st.Generation == 0 || st.Node == 0 {
+		return fenceState{}, fmt.Errorf("fence %s is damaged (%v): restore it from a backup of the data directory; do not delete it, or a store restored from a snapshot would go unnoticed", path, err)
+	}
+	return st, nil
 }
 
 // advance writes the next canary to the store, durably, then the fence file

@@ -102,3 +102,50 @@ func TestFence(t *testing.T) {
 		}
 	})
 }
+
+func TestEpochRetire(t *testing.T) {
+	if testing.Short() {
+		t.Skip("generates RSA keys; skipped with -short")
+	}
+	cfg := WriteConfig(t, `
+[privacypass]
+issuer_name = "issuer.example"
+token_types = [2]
+attester_tokens = ["attester-token-0123456789abcdef"]
+`)
+	e := env{"SPENT_KEK": "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="}
+	data, root := t.TempDir(), t.TempDir()
+	storeDir := filepath.Join(root, "ledger")
+	s := MustServe(t, data, e, nil, "--config", cfg, "--store", "pebble://"+storeDir)
+	dirBefore := MustRun(t, nil, "token", "directory", "--issuer", s.Addr)
+	s.Stop()
+	copyDir(t, storeDir, filepath.Join(root, "snapshot"))
+	s = MustServe(t, data, e, nil, "--config", cfg, "--store", "pebble://"+storeDir)
+	MustRun(t, nil, "claim", "--addr", s.Addr, "ticket-1", "--result", "ok")
+	s.Stop()
+	if err := os.RemoveAll(storeDir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(root, "snapshot"), storeDir); err != nil {
+		t.Fatal(err)
+	}
+	if r := Run(t, e, "serve", "--listen", "127.0.0.1:0", "--data", data, "--config", cfg, "--store", "pebble://"+storeDir); r.Code == 0 {
+		t.Fatal("serve on the restored store: exit 0, want a refusal")
+	}
+
+	// Without --yes nothing happens.
+	if r := Run(t, e, "epoch", "retire", "--data", data, "--config", cfg, "--store", "pebble://"+storeDir); r.Code != 2 {
+		t.Fatalf("epoch retire without --yes: exit %d, want 2", r.Code)
+	}
+	out := MustRun(t, e, "epoch", "retire", "--yes", "--data", data, "--config", cfg, "--store", "pebble://"+storeDir)
+	if !strings.Contains(out, "retired keys") || !strings.Contains(out, "generation 2") {
+		t.Fatalf("epoch retire: got %q, want the keys moved and generation 2", out)
+	}
+	s = MustServe(t, data, e, nil, "--config", cfg, "--store", "pebble://"+storeDir)
+	if after := MustRun(t, nil, "token", "directory", "--issuer", s.Addr); after == dirBefore {
+		t.Fatalf("directory after epoch retire: the same keys as before:\n%s", after)
+	}
+	s.Stop()
+	// The new generation's fence holds across a restart.
+	MustServe(t, data, e, nil, "--config", cfg, "--store", "pebble://"+storeDir).Stop()
+}

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// retiredDir is where epoch retire moves the issuers' keys, under the data
+// directory.
+const retiredDir = "retired"
+
+func (m *Main) epochCommand() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "epoch",
+		Short: "Start a new epoch (operators, with the server stopped)",
+		Long: `An epoch is what a data directory's fence, secret and issuing keys vouch for.
+"spent epoch retire" ends the current one: the only way forward after the
+store went backwards (a restored snapshot) and the server refuses to start.`,
+	}
+	c.AddCommand(m.epochRetireCommand())
+	return c
+}
+
+func (m *Main) epochRetireCommand() *cobra.Command {
+	var configPath, data, storeURL string
+	var yes bool
+	c := &cobra.Command{
+		Use:   "retire --yes [--config FILE] [--data DIR] [--store DSN]",
+		Short: "Rotate every issuing key and move the fence to a new generation",
+		Long: `Retire the current epoch, with the server stopped. It
+
+  - moves the Privacy Pass and ecash issuing keys of the data directory aside
+    (to DATA/retired/), so that the next start makes new keys: every token of
+    the old keys is refused from then on, before the ledger is consulted;
+  - starts a new fence generation and writes its first canary into the store,
+    so that the server accepts the store as it now is.
+
+The token namespaces keep the records of the old keys' tokens until they
+expire, but nothing can reach them: their key ids are no longer served. Keys
+of echo and refuse namespaces are not tokens and cannot be rotated: a store
+restored from a snapshot has forgotten what was claimed since, and retiring
+the epoch accepts that loss for them. Decide that first (docs/operations.md,
+"Restoring a store").`,
+		Example: `  spent epoch retire --yes --data /var/lib/spent --config /etc/spent.toml`,
+		Args:    exactArgs(0, "no arguments"),
+		RunE: func(c *cobra.Command, _ []string) error {
+			cfg := defaultServeConfig()
+			if configPath != "" {
+				var err error
+				if cfg, err = loadConfig(configPath, m.getenv); err != nil {
+					return &usageError{err}
+				}
+			}
+			if c.Flags().Changed("data") {
+				cfg.Data = data
+			}
+			if c.Flags().Changed("store") {
+				if _, err := storeKind(storeURL); err != nil {
+					return &usageError{err}
+				}
+				cfg.StoreURL = storeURL
+			}
+			if !yes {
+				return usagef("epoch retire rotates every issuing key and accepts the store as it is now: add --yes")
+			}
+			m.run = func(ctx context.Context) error { return m.retireEpoch(ctx, cfg) }
+			return nil
+		},
+	}
+	f := c.Flags()
+	f.StringVarP(&configPath, "config", "c", "", "the server's configuration `file`")
+	f.StringVar(&data, "data", defaultData, "the server's data `directory`")
+	f.StringVar(&storeURL, "store", "", "the server's store `DSN` (default: the file's [store] url, else pebble in DATA)")
+	f.BoolVar(&yes, "yes", false, "confirm")
+	return c
+}
+
+// retireEpoch does the work of epoch retire.
+func (m *Main) retireEpoch(ctx context.Context, cfg serveConfig) error {
+	log := newLogger(m.Stderr, cfg)
+	secret, err := readSecret(filepath.Join(cfg.Data, secretFile))
+	if err != nil {
+		return fmt.Errorf("epoch retire needs the data directory of a server: %w", err)
+	}
+	opened, err := openStore(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer opened.store.Close()
+	lc := cfg.Ledger
+	if err := checkSecret(ctx, opened.store, secret, lc.Node, lc.Now()); err != nil {
+		return err
+	}
+
+	stamp := time.Now().UTC().Format("20060102T150405Z")
+	for _, dir := range []string{privacypassDir, ecashDir} {
+		from := filepath.Join(cfg.Data, dir)
+		if _, err := os.Stat(from); errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		to := filepath.Join(cfg.Data, retiredDir, dir+"."+stamp)
+		if err := os.MkdirAll(filepath.Dir(to), 0o700); err != nil {
+			return err
+		}
+		if err := os.Rename(from, to); err != nil {
+			return fmt.Errorf("moving the keys aside: %w", err)
+		}
+		fmt.Fprintf(m.Stdout, "retired keys: %s -> %s\n", from, to)
+	}
+
+	f := &fence{path: filepath.Join(cfg.Data, fenceFile), store: opened.store, node: lc.Node, now: lc.Now, log: log}
+	old, err := readFenceState(f.path)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		log.Warn("epoch retire: the old fence is unreadable; starting after generation 1", "err", err)
+	}
+	f.state = fenceState{Version: 1, Generation: max(old.Generation, 1) + 1, Node: lc.Node}
+	if err := f.advance(ctx); err != nil {
+		return err
+	}
+	if old.Canary > 0 {
+		// The old generation's canary, if the store still holds it, is of no
+		// use now.
+		_ = opened.store.Release(ctx, canaryKey(old.Generation, old.Node, old.Canary), old.Seq, lc.Now())
+	}
+	fmt.Fprintf(m.Stdout, "fence: generation %d, canary %d (seq %s) written to the %s store\n",
+		f.state.Generation, f.state.Canary, f.state.Seq, opened.kind)
+	log.Info("epoch retired", "generation", f.state.Generation)
+	return nil
+}
