@@ -145,11 +145,11 @@ func (m *Main) ParseFlags(ctx context.Context, args []string) error {
 		if errors.As(err, &ue) {
 			return err
 		}
-		// Commands that do their work while parsing (spent token) return
-		// errors with a spent error code: they keep the code's status.
-		var se *spent.Error
-		if errors.As(err, &se) {
-			return err
+		// A command that does its work in RunE (spent token, spent wallet)
+		// failed at that work: its error keeps its own status.
+		var re *runError
+		if errors.As(err, &re) {
+			return re.err
 		}
 		return &usageError{err}
 	}
@@ -221,7 +221,35 @@ store; the other commands talk to a running server.`,
 		newWalletCmd(),
 		m.epochCommand(),
 	)
+	markRunErrors(root)
 	return root
+}
+
+// runError marks an error returned by a command's RunE that is not a usage
+// error: the command got past its flags and arguments and failed at its
+// work. Errors cobra makes itself (an unknown command, a missing required
+// flag) stay usage errors.
+type runError struct{ err error }
+
+func (e *runError) Error() string { return e.err.Error() }
+func (e *runError) Unwrap() error { return e.err }
+
+// markRunErrors wraps the RunE of c and of every command below it so that
+// their errors other than usage errors are marked as runErrors.
+func markRunErrors(c *cobra.Command) {
+	if run := c.RunE; run != nil {
+		c.RunE = func(cmd *cobra.Command, args []string) error {
+			err := run(cmd, args)
+			var ue *usageError
+			if err == nil || errors.As(err, &ue) {
+				return err
+			}
+			return &runError{err}
+		}
+	}
+	for _, sub := range c.Commands() {
+		markRunErrors(sub)
+	}
 }
 
 // minArgs is cobra.MinimumNArgs with a usage error that names the argument.

@@ -41,8 +41,12 @@ issue_value = 100
 		t.Fatalf("balance after an idle resume: got %q, want 170", out)
 	}
 	// Spending more than the wallet holds is refused, and loses nothing.
-	if r := Run(t, nil, "wallet", "spend", "--wallet", w, "--min-age", "0s", "1000"); r.Code == 0 {
-		t.Fatalf("spend 1000 of 170: exit 0, stdout %q; want a refusal", r.Stdout)
+	// It is not a usage error (exit 2): the command line was fine.
+	if r := Run(t, nil, "wallet", "spend", "--wallet", w, "--min-age", "0s", "1000"); r.Code != 1 {
+		t.Fatalf("spend 1000 of 170: exit %d, stdout %q, stderr %q; want 1, a refusal", r.Code, r.Stdout, r.Stderr)
+	}
+	if r := Run(t, nil, "wallet", "spend", "--wallet", w, "not-a-number"); r.Code != 2 {
+		t.Fatalf("spend not-a-number: exit %d, want 2 (usage)", r.Code)
 	}
 	if out := MustRun(t, nil, "wallet", "balance", "--wallet", w); !strings.Contains(out, "170") {
 		t.Fatalf("balance after a refused spend: got %q, want 170", out)
