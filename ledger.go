@@ -382,26 +382,32 @@ func (l *Ledger) direct(ns, key string, seq Seq, force bool) (Hash, bool, error)
 	if key == "" || seq.IsZero() || force {
 		return Hash{}, false, nil
 	}
-	if _, err := l.policy(ns); err != nil {
-		return Hash{}, false, err
-	}
-	if err := checkKey(key); err != nil {
-		return Hash{}, false, err
-	}
-	return l.HashKey(ns, key), true, nil
+	h, err := l.address(ns, key, Hash{})
+	return h, err == nil, err
 }
 
-func (l *Ledger) target(ctx context.Context, ns, key string, h Hash, seq Seq, force bool, now time.Time) (Record, error) {
+// address checks the namespace and returns the hash a completion or release
+// addresses: that of key when given, else h.
+func (l *Ledger) address(ns, key string, h Hash) (Hash, error) {
 	if _, err := l.policy(ns); err != nil {
-		return Record{}, err
+		return Hash{}, err
 	}
 	if key != "" {
 		if err := checkKey(key); err != nil {
-			return Record{}, err
+			return Hash{}, err
 		}
-		h = l.HashKey(ns, key)
-	} else if h.IsZero() {
-		return Record{}, Errorf(EInvalid, "neither key nor hash given")
+		return l.HashKey(ns, key), nil
+	}
+	if h.IsZero() {
+		return Hash{}, Errorf(EInvalid, "neither key nor hash given")
+	}
+	return h, nil
+}
+
+func (l *Ledger) target(ctx context.Context, ns, key string, h Hash, seq Seq, force bool, now time.Time) (Record, error) {
+	h, err := l.address(ns, key, h)
+	if err != nil {
+		return Record{}, err
 	}
 	r, err := l.store.Get(ctx, h, now)
 	if err != nil {
