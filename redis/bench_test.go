@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -353,5 +354,59 @@ func BenchmarkClaimInterleaved(b *testing.B) {
 		if i > 0 {
 			b.ReportMetric(rate(i)/rate(0), c.name+"/bare")
 		}
+	}
+}
+
+// BenchmarkMemoryPerRecord reports the server memory (INFO used_memory) per
+// record, for one-step records (a ticket-gate record) and for pending ones
+// (whose pending-index entry counts too), on a server of its own so that no
+// other key is counted:
+//
+//	go test ./redis -run '^$' -bench MemoryPerRecord -benchtime 20000x
+func BenchmarkMemoryPerRecord(b *testing.B) {
+	for _, tc := range []struct {
+		name    string
+		pending bool
+	}{{"OneStep", false}, {"Pending", true}} {
+		b.Run(tc.name, func(b *testing.B) {
+			addr := redistest.Start(b).Addr
+			opts := serverOptions(addr, "memory")
+			s := MustOpen(b, opts)
+			ctx := context.Background()
+			c := goredis.NewClient(&goredis.Options{Addr: addr})
+			b.Cleanup(func() { c.Close() })
+			used := func() float64 {
+				info, err := c.Info(ctx, "memory").Result()
+				if err != nil {
+					b.Fatal(err)
+				}
+				for _, line := range strings.Split(info, "\r\n") {
+					if v, ok := strings.CutPrefix(line, "used_memory:"); ok {
+						n, err := strconv.ParseFloat(v, 64)
+						if err != nil {
+							b.Fatal(err)
+						}
+						return n
+					}
+				}
+				b.Fatal("INFO memory has no used_memory")
+				return 0
+			}
+			rng := rand.New(rand.NewPCG(1, 2))
+			before := used()
+			b.ResetTimer()
+			for i := range b.N {
+				op := benchOp(rng, uint64(i+1))
+				if tc.pending {
+					op.Record.State, op.Record.Result = spent.StatePending, nil
+					op.Record.LeaseUntil = op.Now.Add(30 * time.Second)
+				}
+				if _, err := s.Claim(ctx, op); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			b.ReportMetric((used()-before)/float64(b.N), "bytes/record")
+		})
 	}
 }
