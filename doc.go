@@ -27,7 +27,9 @@
 //   - Durable before reply: a claim returns only after the record it reports is
 //     durable in the store's strongest sense.
 //   - Replay, never recompute: a replay returns the stored bytes.
-//   - Forget only when harmless: a record is forgotten only at its expires_at.
+//   - Forget only when harmless: a record is forgotten only at its expires_at,
+//     unless an operator purges a token namespace whose issuing keys were
+//     retired ([Ledger.Purge]): its keys can no longer be presented.
 //   - Fail closed: when the store cannot be written or read, the answer is an
 //     error with code [EUnavailable], never fresh.
 //   - Clients never shape storage: stored keys are

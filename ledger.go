@@ -591,6 +591,40 @@ func (l *Ledger) Sweep(ctx context.Context, batch int) (int, error) {
 	}
 }
 
+// PurgeBatch is how many records [Ledger.Purge] asks the store to forget at
+// once.
+const PurgeBatch = 1000
+
+// Purge forgets every record of namespace, live or expired, pending or
+// complete, in batches of [PurgeBatch] (see [Store.Purge]), and returns how
+// many it removed, also when it fails part way. Any name is accepted, not
+// only a configured one: an epoch retirement may purge a token namespace
+// that the configuration no longer has. The server's own namespaces (names
+// starting with [ReservedPrefix]: its secret check and rollback fence) are
+// refused. It is an operator's tool: it may read every record of the store,
+// and forgetting live records is harmless only where their keys can no
+// longer be presented (the issuing keys of a token namespace were retired).
+// Counters are untouched.
+func (l *Ledger) Purge(ctx context.Context, namespace string) (int, error) {
+	if namespace == "" || len(namespace) > 64 {
+		return 0, Errorf(EInvalid, "namespace name %q: 1 to 64 bytes", namespace)
+	}
+	if strings.HasPrefix(namespace, ReservedPrefix) {
+		return 0, Errorf(EInvalid, "namespace name %q: names starting with %q are the server's own", namespace, ReservedPrefix)
+	}
+	total := 0
+	for {
+		n, err := l.store.Purge(ctx, namespace, PurgeBatch)
+		total += n
+		if err != nil {
+			return total, storeError(err)
+		}
+		if n < PurgeBatch {
+			return total, nil
+		}
+	}
+}
+
 // storeError maps a store error to a domain error.
 func storeError(err error) error {
 	switch {

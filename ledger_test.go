@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spentledger/spent"
+	"github.com/spentledger/spent/inmem"
 )
 
 func TestErrorCode(t *testing.T) {
@@ -59,6 +60,49 @@ func TestSweep(t *testing.T) {
 	if got := f.store.Len(); got != 1 {
 		t.Fatalf("records after Sweep: got %d, want 1", got)
 	}
+}
+
+func TestPurge(t *testing.T) {
+	f := mustOpen(t)
+	ctx := context.Background()
+	// A namespace the configuration no longer has, with more records than
+	// one batch: purged all the same.
+	const retired = 2*spent.PurgeBatch + 500
+	for i := range retired {
+		h := f.ledger.HashKey("retired", fmt.Sprint(i))
+		rec := spent.Record{Namespace: "retired", Key: h, FirstSeen: testEpoch, State: spent.StateComplete,
+			Result: []byte{}, ExpiresAt: testEpoch.Add(time.Hour), Seq: spent.Seq{Node: 9, Counter: uint64(i + 1)}}
+		if _, err := f.store.Claim(ctx, spent.ClaimOp{Record: rec, Now: testEpoch}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.claim(t, spent.Claim{Namespace: nsEcho, Key: "e", Fingerprint: fpA, Result: []byte("r")})
+	f.claim(t, spent.Claim{Namespace: nsRefuse, Key: "r", Result: []byte{}})
+	n, err := f.ledger.Purge(ctx, "retired")
+	if err != nil || n != retired {
+		t.Fatalf("Purge(retired): got %d, %v, want %d, nil", n, err, retired)
+	}
+	if n, err := f.ledger.Purge(ctx, nsEcho); err != nil || n != 1 {
+		t.Fatalf("Purge(%s): got %d, %v, want 1, nil", nsEcho, n, err)
+	}
+	if got := f.store.Len(); got != 1 {
+		t.Fatalf("records after Purge: got %d, want 1 (of %s)", got, nsRefuse)
+	}
+	if r := f.claim(t, spent.Claim{Namespace: nsEcho, Key: "e", Fingerprint: fpA, Result: []byte("r")}); r.Outcome != spent.Fresh {
+		t.Fatalf("Claim of a purged key: got %v, want fresh", r.Outcome)
+	}
+	for _, ns := range []string{"", spent.ReservedPrefix + "fence", strings.Repeat("n", 65)} {
+		_, err := f.ledger.Purge(ctx, ns)
+		wantCode(t, "Purge("+ns+")", err, spent.EInvalid)
+	}
+	f.store.SetFaults(inmem.Faults{Before: func(op string) error {
+		if op == "purge" {
+			return errors.New("store down")
+		}
+		return nil
+	}})
+	_, err = f.ledger.Purge(ctx, nsRefuse)
+	wantCode(t, "Purge with the store down", err, spent.EUnavailable)
 }
 
 func TestUnknownOfRetakeNamespaceIsEmpty(t *testing.T) {

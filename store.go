@@ -104,6 +104,26 @@ type Store interface {
 	// removes, not to what the store holds.
 	DeleteExpired(ctx context.Context, now time.Time, limit int) (int, error)
 
+	// Purge forgets up to limit records of namespace, whatever their state
+	// (pending or complete) and whether live or expired, with their index
+	// entries, and returns how many it removed; the removals are durable on
+	// return. A caller repeats it until it returns fewer than limit: a call
+	// returns fewer only after it has itself looked at every record the store
+	// holds. Records of other namespaces and the counters of Count are never
+	// touched. A limit of zero or less removes nothing.
+	//
+	// Purge is an operator's tool, for epoch retirement. Stores keep no index
+	// by namespace, so it may read every record of the store, at a cost in
+	// proportion to all the records held, not to those it removes: each call
+	// goes on from where the previous call for the same namespace stopped, so
+	// that a caller's loop reads the store about once, plus once more in the
+	// call that confirms nothing is left. Forgetting a record before its
+	// ExpiresAt breaks the rule "forget only when harmless" unless its key
+	// can no longer be presented: purge only token namespaces whose issuing
+	// keys were retired. A record claimed in namespace while Purge runs may
+	// remain.
+	Purge(ctx context.Context, namespace string, limit int) (int, error)
+
 	// ReserveSeq durably reserves n counters for node and returns the first;
 	// the block [first, first+n) is never returned again for node, across
 	// restarts.

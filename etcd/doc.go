@@ -124,6 +124,8 @@
 //     the database quota (8 GiB is etcd's suggested maximum). A record
 //     larger than the members' --max-request-bytes (1.5 MiB by default)
 //     cannot be stored.
+//   - [Store.Purge] (epoch retirement) reads every record of the prefix,
+//     and each deletion is a revision too (see compaction above).
 //   - Never restore the cluster from a snapshot or backup: a store that goes
 //     back in time re-validates spent keys (invariant 7 of the design).
 package etcd

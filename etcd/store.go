@@ -35,6 +35,7 @@ type Store struct {
 	closed    atomic.Bool
 	closeOnce sync.Once
 	closeErr  error
+	purgeAt   purgeCursor // where the next Purge goes on (purge.go)
 }
 
 var _ spent.Store = (*Store)(nil)

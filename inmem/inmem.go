@@ -7,8 +7,8 @@
 //
 // # Guarantees
 //
-// Every operation is atomic under one mutex; DeleteExpired scans the whole map
-// (acceptable for tests only).
+// Every operation is atomic under one mutex; DeleteExpired and Purge scan the
+// whole map (acceptable for tests only).
 package inmem
 
 import (
@@ -22,7 +22,7 @@ import (
 
 // Faults injects failures. Each hook is called with the operation name
 // ("claim", "claim_batch", "complete", "release", "get", "list_pending",
-// "delete_expired", "reserve_seq", "count"); a non-nil error is returned to the caller.
+// "delete_expired", "purge", "reserve_seq", "count"); a non-nil error is returned to the caller.
 // Before runs before the operation (nothing is written), After runs after it
 // (the write happened: an ambiguous failure).
 type Faults struct {
@@ -265,6 +265,25 @@ func (s *Store) DeleteExpired(ctx context.Context, now time.Time, limit int) (in
 		}
 	}
 	return n, s.after("delete_expired")
+}
+
+// Purge implements [spent.Store]. It scans the whole map: tests only.
+func (s *Store) Purge(ctx context.Context, namespace string, limit int) (int, error) {
+	if err := s.lock(ctx, "purge"); err != nil {
+		return 0, err
+	}
+	defer s.d.mu.Unlock()
+	n := 0
+	for k, r := range s.d.recs {
+		if n >= limit {
+			break
+		}
+		if r.Namespace == namespace {
+			delete(s.d.recs, k)
+			n++
+		}
+	}
+	return n, s.after("purge")
 }
 
 // ReserveSeq implements [spent.Store].

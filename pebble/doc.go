@@ -76,6 +76,8 @@
 //     0.5 to 0.8 µs per record on a 2-core machine (one to one and a half
 //     minutes for 100 million records). The store answers nothing until that
 //     is done.
+//   - [Store.Purge] (epoch retirement) reads every record of the store, on
+//     an iterator beside the decision goroutine: claims go on meanwhile.
 //   - Throughput is bounded by one decision goroutine and by the disk's
 //     fsync latency; see BENCHMARKS.md for figures and the command that
 //     produced them.

@@ -1,6 +1,7 @@
 package pebble
 
 import (
+	pdb "github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/spentledger/spent"
 )
@@ -48,3 +49,17 @@ func DecodeRecord(h spent.Hash, v []byte) (spent.Record, error) { return decodeR
 
 // RecordKey returns the pebble key of the record of h.
 func RecordKey(h spent.Hash) []byte { return recordKey(&h) }
+
+// CountKeys returns the number of keys under prefix ("r/" records, "x/"
+// expiry index, "p/" pending index, ...).
+func (s *Store) CountKeys(prefix string) (int, error) {
+	it, err := s.db.NewIter(&pdb.IterOptions{LowerBound: []byte(prefix), UpperBound: prefixEnd(prefix)})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		n++
+	}
+	return n, it.Close()
+}

@@ -37,6 +37,7 @@ const (
 	kindSweep
 	kindReserve
 	kindCount
+	kindPurge // see purge.go
 )
 
 // request is one call waiting for its round. The caller owns it until it is
@@ -61,6 +62,7 @@ type request struct {
 	node   uint32    // kindReserve
 	n      uint64
 	count1 spent.CountOp // kindCount
+	purge  purgeOp       // kindPurge
 
 	// Answers.
 	rec     spent.Record
@@ -455,6 +457,8 @@ func (s *Store) decideOne(rd *round, r *request) {
 		r.first, r.err = s.reserve(rd, r.node, r.n)
 	case kindCount:
 		r.counted, r.err = s.countOne(rd, &r.count1)
+	case kindPurge:
+		r.count, r.err = s.purgeKeys(rd, &r.purge)
 	default:
 		r.err = fmt.Errorf("unknown request kind %d", r.kind)
 	}

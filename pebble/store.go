@@ -45,6 +45,7 @@ type Store struct {
 	done      chan struct{}             // closed when the waiter has finished
 	closeOnce sync.Once
 	closeErr  error
+	purgeAt   purgeCursor // where the next Purge goes on (purge.go)
 
 	stats struct {
 		filterEntries, filterBytes      atomic.Int64

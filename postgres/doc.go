@@ -88,6 +88,9 @@
 //   - The durability check reads the settings of each new session, at
 //     connect time; a server reconfigured with a reload (fsync is reloadable)
 //     is only noticed by connections made after it.
+//   - [Store.Purge] (epoch retirement) walks the whole primary key, with a
+//     heap fetch per row: no index by namespace is kept for it, since every
+//     claim would pay for one.
 //   - Never restore the database from a backup or a snapshot that goes back
 //     in time: it would re-validate spent keys (invariant 7 of the design).
 package postgres

@@ -10,9 +10,11 @@ func SetNoAdvisoryLock() (undo func()) {
 }
 
 // SQL returns the store's statement of the given name: "deleteExpired",
-// "listPending" or "listPendingAll".
+// "listPending", "listPendingAll" or "purge".
 func (s *Store) SQL(name string) string {
 	switch name {
+	case "purge":
+		return s.q.purge
 	case "deleteExpired":
 		return s.q.deleteExpired
 	case "listPending":
@@ -22,3 +24,6 @@ func (s *Store) SQL(name string) string {
 	}
 	panic("postgres: no statement " + name)
 }
+
+// KeyMin and KeyMax bound the key space in the purge statement.
+var KeyMin, KeyMax = keyMin, keyMax

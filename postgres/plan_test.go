@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/spentledger/spent"
 	"github.com/spentledger/spent/internal/pgtest"
+	"github.com/spentledger/spent/postgres"
 )
 
 var actualRows = regexp.MustCompile(`actual time=[0-9.]+\.\.[0-9.]+ rows=([0-9]+)`)
@@ -19,7 +20,7 @@ var actualRows = regexp.MustCompile(`actual time=[0-9.]+\.\.[0-9.]+ rows=([0-9]+
 // TestPlansUseIndexes checks, with EXPLAIN on a table of 20,000 records, that
 // the sweep and the listing of pending records walk their indexes instead of
 // reading the table: their cost is what they return, not what the store
-// holds.
+// holds. A statement of Purge walks the primary key one page at a time.
 func TestPlansUseIndexes(t *testing.T) {
 	dsn := pgtest.DSN(t)
 	s := MustOpen(t, testOptions(t, dsn, freshSchema(t, dsn)))
@@ -57,6 +58,9 @@ func TestPlansUseIndexes(t *testing.T) {
 		{"DeleteExpired", s.SQL("deleteExpired"), []any{now, int64(100)}, "records_expires_at", 100},
 		{"ListPendingOfANamespace", s.SQL("listPending"), []any{[]byte("pay"), now, 100}, "records_pending_ns", 0},
 		{"ListPendingOfAll", s.SQL("listPendingAll"), []any{now, 100}, "records_pending ", 0},
+		// A page of Purge walks 1,000 rows of the primary key, whatever
+		// the namespace holds.
+		{"Purge", s.SQL("purge"), []any{[]byte("pay"), postgres.KeyMin, postgres.KeyMax, int64(100), int64(1000)}, "records_pkey", 1000},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -13,7 +13,7 @@ const recordCols = "key, namespace, raw_key, first_seen, place, fingerprint, sta
 // filled in. Each is prepared once per connection (pgx's statement cache).
 type queries struct {
 	claim, get, getAny, complete, release             string
-	listPending, listPendingAll, deleteExpired        string
+	listPending, listPendingAll, deleteExpired, purge string
 	reserveSeq, count, getCounter, durabilitySettings string
 }
 
@@ -102,6 +102,24 @@ ORDER BY lease_until, seq_node, seq_counter LIMIT $2`),
 	RETURNING 1
 )
 SELECT (SELECT count(*) FROM r) + (SELECT count(*) FROM c)`),
+
+		// Purge walks one page of the primary key in order, at most $5
+		// rows from just after $2 up to $3 (included), reading each row's
+		// namespace, and deletes by primary key the first $4 rows of
+		// namespace $1 among them (if they still belong to it). It
+		// returns how many rows the page held and its last key, how many
+		// rows of $1 it found (at most $4) and the last of their keys, and
+		// how many were deleted.
+		purge: r.Replace(`WITH w AS (
+	SELECT key, namespace = $1 AS hit FROM {records} WHERE key > $2 AND key <= $3 ORDER BY key LIMIT $5
+), m AS (
+	SELECT key FROM w WHERE hit ORDER BY key LIMIT $4
+), d AS (
+	DELETE FROM {records} WHERE key = ANY (ARRAY (SELECT key FROM m)) AND namespace = $1
+	RETURNING 1
+)
+SELECT (SELECT count(*) FROM w), (SELECT key FROM w ORDER BY key DESC LIMIT 1),
+	(SELECT count(*) FROM m), (SELECT key FROM m ORDER BY key DESC LIMIT 1), (SELECT count(*) FROM d)`),
 
 		reserveSeq: r.Replace(`INSERT INTO {seqs} AS s (node, last) VALUES ($1, $2)
 ON CONFLICT (node) DO UPDATE SET last = s.last + EXCLUDED.last

@@ -52,6 +52,8 @@ type Store struct {
 	q      queries
 	closed atomic.Bool
 	once   sync.Once
+	// purgeAt is where the next Purge goes on (purge.go).
+	purgeAt purgeCursor
 }
 
 var _ spent.Store = (*Store)(nil)

@@ -97,6 +97,9 @@
 //     microseconds; ListPending's scan is bounded by the pending records
 //     whose lease has run out. Throughput is bounded by one Redis thread
 //     per primary and by the disk's fsync latency; see BENCHMARKS.md.
+//   - [Store.Purge] (epoch retirement) SCANs every key of every primary,
+//     other prefixes' and types' included, and GETs each record key: it
+//     costs in proportion to the whole database, not to what it removes.
 //   - Resharding a cluster while it serves can fail calls whose keys are
 //     being moved (TRYAGAIN); they fail closed, and the ledger retries
 //     nothing by itself.

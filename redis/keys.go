@@ -72,6 +72,7 @@ func crc16(s string) uint16 {
 
 // keyspace holds the key names of one store, built once at Open.
 type keyspace struct {
+	prefix  string          // P
 	record  [numTags]string // P{T}:r:
 	counter [numTags]string // P{T}:c:
 	pending [numTags]string // P{T}:p
@@ -82,6 +83,7 @@ type keyspace struct {
 
 func newKeyspace(prefix string) *keyspace {
 	ks := &keyspace{
+		prefix: prefix,
 		seq:    prefix + "{" + seqTag + "}:s:",
 		format: prefix + "{" + seqTag + "}:format",
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -97,4 +99,120 @@ func TestCluster(t *testing.T) {
 			t.Fatalf("Open of a cluster node as a single server: got %v, want an error naming redis-cluster://", err)
 		}
 	})
+}
+
+// TestPurge checks what the conformance suite does not see of Purge, on one
+// server and on a cluster: it goes over many SCAN pages and every primary
+// in calls of a limit, removes the pending-index entries of what it purges,
+// and leaves alone the records of a store under another prefix, one that
+// the first store's prefix would match as a glob pattern if it were not
+// escaped.
+func TestPurge(t *testing.T) {
+	t.Run("Server", func(t *testing.T) {
+		addr := redistest.Shared(t, envServer)
+		admin := goredis.NewClient(&goredis.Options{Addr: addr, DisableIdentity: true})
+		defer admin.Close()
+		testPurgeMany(t, func(prefix string) redis.Options {
+			o := serverOptions(addr, "")
+			o.Prefix = prefix
+			return o
+		}, admin)
+	})
+	t.Run("Cluster", func(t *testing.T) {
+		addrs := redistest.SharedCluster(t, envCluster, 3)
+		admin := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs, DisableIdentity: true})
+		defer admin.Close()
+		testPurgeMany(t, func(prefix string) redis.Options {
+			o := clusterOptions(addrs, "")
+			o.Prefix = prefix
+			return o
+		}, admin)
+	})
+}
+
+func testPurgeMany(t *testing.T, options func(prefix string) redis.Options, admin goredis.UniversalClient) {
+	ctx := context.Background()
+	base := prefixFor(t.TempDir())
+	s := MustOpen(t, options(base+"a*:"))
+	other := MustOpen(t, options(base+"ab:"))
+	rng := rand.New(rand.NewPCG(11, 12))
+	write := func(st *redis.Store, ns string, n int, counter uint64) []spent.Hash {
+		t.Helper()
+		hs := make([]spent.Hash, n)
+		ops := make([]spent.ClaimOp, n)
+		for i := range ops {
+			hs[i] = randHash(rng)
+			ops[i] = oneStep(hs[i], counter+uint64(i))
+			ops[i].Record.Namespace = ns
+			if i%4 == 0 {
+				r := &ops[i].Record
+				r.State, r.Result, r.LeaseUntil = spent.StatePending, nil, t0.Add(time.Minute)
+			}
+		}
+		res, err := st.ClaimBatch(ctx, ops)
+		if err != nil {
+			t.Fatalf("ClaimBatch: %v", err)
+		}
+		for i := range res {
+			if !res[i].Inserted {
+				t.Fatalf("ClaimBatch op %d: not inserted", i)
+			}
+		}
+		return hs
+	}
+	purged := write(s, "A", 2500, 1)
+	kept := write(s, "B", 700, 10000)
+	elsewhere := write(other, "A", 300, 20000)
+
+	total, calls := 0, 0
+	for {
+		n, err := s.Purge(ctx, "A", 1000)
+		if err != nil {
+			t.Fatalf("Purge: %v", err)
+		}
+		if n > 1000 {
+			t.Fatalf("Purge with limit 1000: removed %d", n)
+		}
+		total += n
+		calls++
+		if n < 1000 {
+			break
+		}
+	}
+	if total != len(purged) || calls != 3 {
+		t.Fatalf("Purge in calls of 1000: removed %d in %d calls, want %d in 3", total, calls, len(purged))
+	}
+	gone := func(st *redis.Store, hs []spent.Hash) int {
+		n := 0
+		for _, h := range hs {
+			_, err := st.Get(ctx, h, t0)
+			if errors.Is(err, spent.ErrNotFound) {
+				n++
+			} else if err != nil {
+				t.Fatalf("Get: %v", err)
+			}
+		}
+		return n
+	}
+	if n := gone(s, purged); n != len(purged) {
+		t.Fatalf("records of A gone after Purge: %d, want %d", n, len(purged))
+	}
+	if n := gone(s, kept); n != 0 {
+		t.Fatalf("records of B gone after purging A: %d, want 0", n)
+	}
+	if n := gone(other, elsewhere); n != 0 {
+		t.Fatalf("records of A under another prefix gone: %d, want 0", n)
+	}
+	// The pending index holds B's pending records only.
+	var entries int64
+	for i := range 256 {
+		n, err := admin.ZCard(ctx, s.PendingKey(spent.Hash{byte(i)})).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		entries += n
+	}
+	if want := int64((len(kept) + 3) / 4); entries != want {
+		t.Fatalf("pending index entries after Purge: got %d, want B's %d", entries, want)
+	}
 }

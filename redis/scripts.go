@@ -193,6 +193,20 @@ end
 return removed
 `
 
+// purgeLua: KEYS record, pending index; ARGV namespace, index member.
+// Deletes the record if it belongs to the namespace, live or expired, with
+// its pending-index entry, and returns 1; else returns 0.
+const purgeLua = luaPrelude + `
+local v = redis.call('GET', KEYS[1])
+if not v then return 0 end
+local bad = check(v)
+if bad then return bad end
+if string.sub(v, 58, 57 + string.byte(v, 51)) ~= ARGV[1] then return 0 end
+redis.call('DEL', KEYS[1])
+redis.call('ZREM', KEYS[2], ARGV[2])
+return 1
+`
+
 // formatLua: KEYS format key; ARGV layout. Writes the layout version into
 // a new keyspace and returns the version found.
 const formatLua = `
@@ -222,7 +236,8 @@ var (
 	scriptReserve  = newScript("reserve", reserveLua)
 	scriptPending  = newScript("pending", pendingLua)
 	scriptTrim     = newScript("trim", trimLua)
+	scriptPurge    = newScript("purge", purgeLua)
 	scriptFormat   = newScript("format", formatLua)
 
-	allScripts = []*script{scriptClaim, scriptComplete, scriptRelease, scriptCount, scriptReserve, scriptPending, scriptTrim, scriptFormat}
+	allScripts = []*script{scriptClaim, scriptComplete, scriptRelease, scriptCount, scriptReserve, scriptPending, scriptTrim, scriptPurge, scriptFormat}
 )

@@ -259,6 +259,23 @@ func (s *fileStore) DeleteExpired(ctx context.Context, now time.Time, limit int)
 	return len(es), s.commit(es...)
 }
 
+func (s *fileStore) Purge(ctx context.Context, namespace string, limit int) (int, error) {
+	if err := s.lock(ctx); err != nil {
+		return 0, err
+	}
+	defer s.mu.Unlock()
+	var es []logEntry
+	for k, r := range s.recs {
+		if len(es) >= limit {
+			break
+		}
+		if r.Namespace == namespace {
+			es = append(es, logEntry{Del: &k})
+		}
+	}
+	return len(es), s.commit(es...)
+}
+
 func (s *fileStore) ReserveSeq(ctx context.Context, node uint32, n uint64) (uint64, error) {
 	if err := s.lock(ctx); err != nil {
 		return 0, err

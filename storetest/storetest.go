@@ -14,9 +14,10 @@
 // retake and hold, the TTL boundary to the nanosecond, exact replay of stored
 // bytes, one fresh claim among many concurrent ones, linearizability of random
 // concurrent histories (checked with porcupine), durability across close and
-// reopen, the bounded counters of Store.Count, and survival of kill -9 at
-// random moments. Store-level tests call the store directly for what the
-// ledger does not expose (DeleteExpired, ReserveSeq, ListPending ordering).
+// reopen, the bounded counters of Store.Count, the forgetting of one
+// namespace by Store.Purge, and survival of kill -9 at random moments.
+// Store-level tests call the store directly for what the ledger does not
+// expose (DeleteExpired, Purge, ReserveSeq, ListPending ordering).
 //
 // When Harness.Wrap is set, the behavioural tests talk to the wrapped service
 // (the HTTP client, say) and assert error codes with spent.ErrorCode; the
@@ -26,9 +27,10 @@
 // # Guarantees
 //
 // Every test can fail: each checks an exact answer, the linearizability
-// checker is itself shown to reject a store whose claim is not atomic, and
-// the crash test is shown (in this package's own tests) to catch a store
-// that acknowledges claims before writing them.
+// checker is itself shown to reject a store whose claim is not atomic, the
+// crash test is shown (in this package's own tests) to catch a store that
+// acknowledges claims before writing them, and the Purge test to catch stores
+// that purge too much, too little, or leave an index entry behind.
 //
 // Random tests log their seed; set SPENT_STORETEST_SEED to replay one. When
 // the linearizability check fails, it writes porcupine's visualization to
@@ -103,6 +105,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Durability", func(t *testing.T) { testDurability(t, h) })
 	t.Run("Store", func(t *testing.T) { testStore(t, h) })
 	t.Run("Count", func(t *testing.T) { testCount(t, h) })
+	t.Run("Purge", func(t *testing.T) { testPurge(t, h) })
 	t.Run("Crash", func(t *testing.T) { testCrash(t, h, runName) })
 }
 

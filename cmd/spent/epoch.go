@@ -5,11 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/spentledger/spent"
+	"github.com/spentledger/spent/ecash"
 )
 
 // retiredDir is where epoch retire moves the issuers' keys, under the data
@@ -39,15 +44,20 @@ func (m *Main) epochRetireCommand() *cobra.Command {
   - moves the Privacy Pass and ecash issuing keys of the data directory aside
     (to DATA/retired/), so that the next start makes new keys: every token of
     the old keys is refused from then on, before the ledger is consulted;
+  - empties the token namespaces of the configuration: the [privacypass]
+    namespace and the [ecash] spend namespace lose every record, live or not
+    (harmless: the tokens they name can no longer be presented), and the
+    command prints how many each lost. It reads every record of the store to
+    find them. The [ecash] issue namespace is kept: a challenge is valid
+    until its own expiry whatever the keys, so its record must stay until
+    then (challenge_ttl + grace), or the challenge could be used twice;
   - starts a new fence generation and writes its first canary into the store,
     so that the server accepts the store as it now is.
 
-The token namespaces keep the records of the old keys' tokens until they
-expire, but nothing can reach them: their key ids are no longer served. Keys
-of echo and refuse namespaces are not tokens and cannot be rotated: a store
-restored from a snapshot has forgotten what was claimed since, and retiring
-the epoch accepts that loss for them. Decide that first (docs/operations.md,
-"Restoring a store").`,
+Keys of echo and refuse namespaces are not tokens and cannot be rotated: a
+store restored from a snapshot has forgotten what was claimed since, and
+retiring the epoch accepts that loss for them. Decide that first
+(docs/operations.md, "Restoring a store").`,
 		Example: `  spent epoch retire --yes --data /var/lib/spent --config /etc/spent.toml`,
 		Args:    exactArgs(0, "no arguments"),
 		RunE: func(c *cobra.Command, _ []string) error {
@@ -115,6 +125,10 @@ func (m *Main) retireEpoch(ctx context.Context, cfg serveConfig) error {
 		fmt.Fprintf(m.Stdout, "retired keys: %s -> %s\n", from, to)
 	}
 
+	if err := m.emptyTokenNamespaces(ctx, cfg, opened.store, secret); err != nil {
+		return err
+	}
+
 	f := &fence{path: filepath.Join(cfg.Data, fenceFile), store: opened.store, node: lc.Node, now: lc.Now, log: log}
 	old, err := readFenceState(f.path)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -133,4 +147,57 @@ func (m *Main) retireEpoch(ctx context.Context, cfg serveConfig) error {
 		f.state.Generation, f.state.Canary, f.state.Seq, opened.kind)
 	log.Info("epoch retired", "generation", f.state.Generation)
 	return nil
+}
+
+// emptyTokenNamespaces purges the token namespaces of cfg whose records are
+// keyed by tokens of the retired keys, and prints one line per namespace.
+// The ecash issue namespace is kept, with a line that says why: its records
+// are keyed by challenges, which stay valid until their own expiry.
+func (m *Main) emptyTokenNamespaces(ctx context.Context, cfg serveConfig, store spent.Store, secret []byte) error {
+	purge, keep := tokenNamespaces(cfg)
+	if len(purge) == 0 && len(keep) == 0 {
+		return nil
+	}
+	lc := cfg.Ledger
+	lc.Secret = secret
+	lc.SeqBlock = 1 // the ledger claims nothing: reserve the least
+	ledger, err := spent.NewLedger(ctx, store, lc)
+	if err != nil {
+		return fmt.Errorf("emptying the token namespaces: %w", err)
+	}
+	for _, ns := range purge {
+		n, err := ledger.Purge(ctx, ns)
+		if err != nil {
+			return fmt.Errorf("emptying the token namespace %q (%d records removed; run epoch retire again to finish): %w", ns, n, err)
+		}
+		unit := "records"
+		if n == 1 {
+			unit = "record"
+		}
+		fmt.Fprintf(m.Stdout, "token namespace %s emptied: %d %s removed\n", ns, n, unit)
+	}
+	for _, ns := range keep {
+		fmt.Fprintf(m.Stdout, "token namespace %s kept: its challenges outlive the keys; the records expire by themselves\n", ns)
+	}
+	return nil
+}
+
+// tokenNamespaces returns the namespaces of cfg's token sections that epoch
+// retire empties, and those it keeps: the [privacypass] namespace and the
+// [ecash] spend namespace hold records of tokens of the retired keys; the
+// [ecash] issue namespace holds records of challenges.
+func tokenNamespaces(cfg serveConfig) (purge, keep []string) {
+	if cfg.Privacypass != nil {
+		purge = append(purge, cfg.Privacypass.Namespace)
+	}
+	if cfg.Ecash != nil {
+		for _, ns := range slices.Sorted(maps.Keys(ecash.NamespacePolicies(*cfg.Ecash))) {
+			if ns == cfg.Ecash.IssueNamespace {
+				keep = append(keep, ns)
+			} else if !slices.Contains(purge, ns) {
+				purge = append(purge, ns)
+			}
+		}
+	}
+	return purge, keep
 }

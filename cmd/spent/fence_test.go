@@ -107,17 +107,33 @@ func TestEpochRetire(t *testing.T) {
 	if testing.Short() {
 		t.Skip("generates RSA keys; skipped with -short")
 	}
+	const attester = "attester-token-0123456789abcdef"
 	cfg := WriteConfig(t, `
 [privacypass]
 issuer_name = "issuer.example"
 token_types = [2]
-attester_tokens = ["attester-token-0123456789abcdef"]
+attester_tokens = ["`+attester+`"]
+
+[ecash]
+issuer_name = "bank.example"
+denominations = [10, 100]
+difficulty = 8
+issue_value = 100
 `)
 	e := env{"SPENT_KEK": "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="}
 	data, root := t.TempDir(), t.TempDir()
 	storeDir := filepath.Join(root, "ledger")
 	s := MustServe(t, data, e, nil, "--config", cfg, "--store", "pebble://"+storeDir)
 	dirBefore := MustRun(t, nil, "token", "directory", "--issuer", s.Addr)
+	// Records in the token namespaces (a Privacy Pass token redeemed; an
+	// ecash issuance and a spend) and in an ordinary namespace.
+	tok := strings.TrimSpace(MustRun(t, nil, "token", "fetch", "--issuer", s.Addr, "--origin", s.Addr+"/v1/redeem", "--attester-token", attester))
+	MustRun(t, nil, "token", "redeem", "--origin", s.Addr+"/v1/redeem", "--token", tok)
+	w := filepath.Join(t.TempDir(), "wallet.json")
+	MustRun(t, nil, "wallet", "init", "--wallet", w, "--issuer", s.Addr)
+	MustRun(t, nil, "wallet", "issue", "--wallet", w)
+	MustRun(t, nil, "wallet", "spend", "--wallet", w, "--min-age", "0s", "10")
+	MustRun(t, nil, "claim", "--addr", s.Addr, "ticket-0", "--result", "ok")
 	s.Stop()
 	copyDir(t, storeDir, filepath.Join(root, "snapshot"))
 	s = MustServe(t, data, e, nil, "--config", cfg, "--store", "pebble://"+storeDir)
@@ -138,14 +154,38 @@ attester_tokens = ["attester-token-0123456789abcdef"]
 		t.Fatalf("epoch retire without --yes: exit %d, want 2", r.Code)
 	}
 	out := MustRun(t, e, "epoch", "retire", "--yes", "--data", data, "--config", cfg, "--store", "pebble://"+storeDir)
-	if !strings.Contains(out, "retired keys") || !strings.Contains(out, "generation 2") {
-		t.Fatalf("epoch retire: got %q, want the keys moved and generation 2", out)
+	t.Logf("epoch retire:\n%s", out)
+	for _, want := range []string{"retired keys", "generation 2",
+		"token namespace privacypass emptied: 1 record removed",
+		"token namespace ecash-spend emptied: 1 record removed",
+		"token namespace ecash-issue kept"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("epoch retire: got %q, want %q", out, want)
+		}
 	}
 	s = MustServe(t, data, e, nil, "--config", cfg, "--store", "pebble://"+storeDir)
 	if after := MustRun(t, nil, "token", "directory", "--issuer", s.Addr); after == dirBefore {
 		t.Fatalf("directory after epoch retire: the same keys as before:\n%s", after)
 	}
+	// The ordinary namespace keeps its record.
+	if r := Run(t, nil, "claim", "--addr", s.Addr, "ticket-0", "--result", "ok"); r.Code != 0 || !strings.Contains(r.Stdout, "ticket-0: replayed") {
+		t.Fatalf("claim of ticket-0 after epoch retire: exit %d, stdout %q; want it replayed from its record", r.Code, r.Stdout)
+	}
 	s.Stop()
 	// The new generation's fence holds across a restart.
 	MustServe(t, data, e, nil, "--config", cfg, "--store", "pebble://"+storeDir).Stop()
+
+	// In the store: nothing left in the emptied token namespaces, the
+	// issuance's record still in ecash-issue. (Purge counts what it
+	// removes: the store is dropped after this.)
+	store, err := pebble.Open(storeDir, pebble.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	for ns, want := range map[string]int{"privacypass": 0, "ecash-spend": 0, "ecash-issue": 1} {
+		if n, err := store.Purge(context.Background(), ns, 100); err != nil || n != want {
+			t.Fatalf("records left in %s after epoch retire: got %d, %v, want %d", ns, n, err, want)
+		}
+	}
 }
