@@ -9,6 +9,8 @@
 #   3. open loop: `spent bench --addr --rate RATE` (requests sent on a fixed
 #      schedule whatever the answers do; latency counts from each request's
 #      scheduled time, so a stall is not hidden), ROUNDS runs of DURATION;
+#   4. POST /v1/claims: `spent bench --addr --concurrency 16 --batch 100`,
+#      ROUNDS runs of DURATION;
 #
 # then the medians and the ratio spent ÷ bare. Server, load generator and
 # baseline share the machine's cores.
@@ -74,7 +76,15 @@ claims=$(awk '$1 == "spent_store_claims_total" {print $2}' <<<"$metrics")
 rounds=$(awk '$1 == "spent_store_rounds_total" {print $2}' <<<"$metrics")
 echo "== store: $claims claims in $rounds group commits ($(awk -v c="$claims" -v r="$rounds" 'BEGIN {printf "%.1f", c / r}') per commit)"
 
+# buckets prints the server's claim-latency histogram (endpoint "claim") as
+# "le count" lines.
+buckets() {
+	curl -fs "127.0.0.1:$sport/metrics" |
+		sed -n 's/^spent_claim_duration_seconds_bucket{endpoint="claim",le="\([^"]*\)"} \(.*\)$/\1 \2/p'
+}
+
 echo "== open loop: spent bench --addr --concurrency 64 --rate $RATE --duration $DURATION"
+buckets >"$dir/before"
 : >"$dir/open"
 for r in $(seq "$ROUNDS"); do
 	"$dir/spent" bench --addr "http://127.0.0.1:$sport" --concurrency 64 --rate "$RATE" --duration "$DURATION" --json 2>/dev/null | tail -1 |
@@ -82,6 +92,26 @@ for r in $(seq "$ROUNDS"); do
 d = json.load(sys.stdin)
 l = d["latency_ms"]
 print("open   %10.0f req/s  p50 %6.2fms  p99 %6.2fms  p99.9 %6.2fms  errors %d" % (d["claims_per_second"], l["p50"], l["p99"], l["p999"], d["errors"]))' | tee -a "$dir/open"
+done
+
+buckets >"$dir/after"
+# The server's own view of the same requests: the ledger's time per claim
+# (decode, HMAC, durable write, encode), from the histogram's change.
+paste -d" " "$dir/before" "$dir/after" | awk '{print $1, $2, $4}' | python3 -c 'import sys
+rows = [(float(le), float(b) - float(a)) for le, a, b in (l.split() for l in sys.stdin) if le != "+Inf"]
+rows.sort()
+total = max(c for _, c in rows)
+over = ", ".join("%.1f ms: %d" % (le * 1e3, total - c) for le, c in rows if 0.0015 < le < 0.03)
+p99 = next(le for le, c in rows if c >= 0.99 * total)
+print("server %10d claims; p99 <= %.1f ms; claims over %s" % (total, p99 * 1e3, over))'
+
+echo "== batches: spent bench --addr --concurrency 16 --batch 100 --duration $DURATION"
+for r in $(seq "$ROUNDS"); do
+	"$dir/spent" bench --addr "http://127.0.0.1:$sport" --concurrency 16 --batch 100 --duration "$DURATION" --json 2>/dev/null | tail -1 |
+		python3 -c 'import json, sys
+d = json.load(sys.stdin)
+l = d["latency_ms"]
+print("batch  %10.0f claims/s  p50 %6.2fms  p99 %6.2fms per batch of 100  errors %d" % (d["claims_per_second"], l["p50"], l["p99"], d["errors"]))'
 done
 
 echo "== medians"

@@ -27,7 +27,10 @@
 //
 // An in-memory existence filter, a set of 64-bit fingerprints of the stored
 // keys, answers "certainly absent" for a fresh key, so that first claims,
-// the common case, never read from disk.
+// the common case, never read from disk. It is split into 1,024 tables that
+// grow and shrink one at a time, so that no resize stalls the decision
+// goroutine for long: at 100 million records a resize rehashes about
+// 100,000 fingerprints, not all of them.
 //
 // Two indexes in the same keyspace keep the maintenance cheap: records in
 // expiry order, which [Store.DeleteExpired] walks from its start (so a sweep

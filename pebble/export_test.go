@@ -32,8 +32,8 @@ func (f *filter) Len() int { return f.len() }
 // Bytes returns the memory held by the table.
 func (f *filter) Bytes() int { return f.bytes() }
 
-// Slots returns the table size.
-func (f *filter) Slots() int { return len(f.slots) }
+// Slots returns the number of slots of all the filter's tables.
+func (f *filter) Slots() int { return f.slots }
 
 // WithFS returns o set to use fs instead of the operating system's files.
 func WithFS(o Options, fs vfs.FS) Options {
