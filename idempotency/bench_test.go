@@ -1,6 +1,7 @@
 package idempotency_test
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/spentledger/spent"
 	"github.com/spentledger/spent/idempotency"
+	"github.com/spentledger/spent/inmem"
 	"github.com/spentledger/spent/pebble"
 )
 
@@ -23,8 +25,10 @@ import (
 // $IDEMPOTENCY_BENCH_WORKERS), each request with a fresh key. "Middleware"
 // claims the key and stores the answer (two durable writes, each in its own
 // store round: Ledger.Complete with the claim's seq goes straight to the
-// store); "MiddlewareApplied" also calls Applied (four writes). Both report
+// store); "MiddlewareApplied" also calls Applied (four writes); both report
 // rounds/req, the embedded store's group commits per request.
+// "MiddlewareInmem" runs the middleware over the in-memory store: the cost
+// of the middleware's own work, without a durable write to wait for.
 //
 //	go test ./idempotency -run '^$' -bench DoNothing -benchtime 4s -count 2
 //	IDEMPOTENCY_BENCH_WORKERS=256 go test ./idempotency -run '^$' -bench DoNothing -benchtime 4s -count 2
@@ -42,6 +46,20 @@ func BenchmarkDoNothing(b *testing.B) {
 		}
 		benchServe(b, mw.Handler(nothing))
 		reportRounds(b, l)
+	})
+	// The middleware over the in-memory store, which keeps nothing across a
+	// crash: what the middleware's own work and the extra HTTP cost, with
+	// no durable store round to wait for. Not a configuration to run.
+	b.Run("MiddlewareInmem", func(b *testing.B) {
+		l, err := spent.NewLedger(context.Background(), inmem.New(), ledgerConfig(o, 30*time.Second, time.Now))
+		if err != nil {
+			b.Fatal(err)
+		}
+		mw, err := idempotency.New(l, o)
+		if err != nil {
+			b.Fatal(err)
+		}
+		benchServe(b, mw.Handler(nothing))
 	})
 	b.Run("MiddlewareApplied", func(b *testing.B) {
 		l := openPebbleLedger(b, o, 30*time.Second, time.Now)
