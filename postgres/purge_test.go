@@ -2,12 +2,12 @@ package postgres_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"testing"
 
 	"github.com/spentledger/spent"
 	"github.com/spentledger/spent/internal/pgtest"
+	"github.com/spentledger/spent/storetest"
 )
 
 // TestPurge checks what the conformance suite does not see of Purge: it
@@ -71,25 +71,13 @@ func TestPurge(t *testing.T) {
 	if n, err := s.Purge(ctx, "A", 1000); err != nil || n != 0 {
 		t.Fatalf("Purge once more: got %d, %v, want 0, nil", n, err)
 	}
-	gone := func(st spent.Store, hs []spent.Hash) int {
-		n := 0
-		for _, h := range hs {
-			_, err := st.Get(ctx, h, t0)
-			if errors.Is(err, spent.ErrNotFound) {
-				n++
-			} else if err != nil {
-				t.Fatalf("Get: %v", err)
-			}
-		}
-		return n
-	}
-	if n := gone(s, purged); n != len(purged) {
+	if n := storetest.Missing(t, s, purged, t0); n != len(purged) {
 		t.Fatalf("records of A gone after Purge: %d, want %d", n, len(purged))
 	}
-	if n := gone(s, kept[:2000]); n != 0 {
+	if n := storetest.Missing(t, s, kept[:2000], t0); n != 0 {
 		t.Fatalf("records of B gone after purging A: %d, want 0", n)
 	}
-	if n := gone(other, elsewhere); n != 0 {
+	if n := storetest.Missing(t, other, elsewhere, t0); n != 0 {
 		t.Fatalf("records of A in another schema gone: %d, want 0", n)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -182,25 +181,13 @@ func testPurgeMany(t *testing.T, options func(prefix string) redis.Options, admi
 	if total != len(purged) || calls != 3 {
 		t.Fatalf("Purge in calls of 1000: removed %d in %d calls, want %d in 3", total, calls, len(purged))
 	}
-	gone := func(st *redis.Store, hs []spent.Hash) int {
-		n := 0
-		for _, h := range hs {
-			_, err := st.Get(ctx, h, t0)
-			if errors.Is(err, spent.ErrNotFound) {
-				n++
-			} else if err != nil {
-				t.Fatalf("Get: %v", err)
-			}
-		}
-		return n
-	}
-	if n := gone(s, purged); n != len(purged) {
+	if n := storetest.Missing(t, s, purged, t0); n != len(purged) {
 		t.Fatalf("records of A gone after Purge: %d, want %d", n, len(purged))
 	}
-	if n := gone(s, kept); n != 0 {
+	if n := storetest.Missing(t, s, kept, t0); n != 0 {
 		t.Fatalf("records of B gone after purging A: %d, want 0", n)
 	}
-	if n := gone(other, elsewhere); n != 0 {
+	if n := storetest.Missing(t, other, elsewhere, t0); n != 0 {
 		t.Fatalf("records of A under another prefix gone: %d, want 0", n)
 	}
 	// The pending index holds B's pending records only.

@@ -284,3 +284,20 @@ func sameSeqs(a, b []spent.Seq) bool {
 	slices.SortFunc(b, less)
 	return slices.Equal(a, b)
 }
+
+// Missing returns how many of keys s no longer holds at now (Get answers
+// spent.ErrNotFound), failing tb on any other error. Store packages use it
+// to check their own Purge beyond the shared conformance test.
+func Missing(tb testing.TB, s spent.Store, keys []spent.Hash, now time.Time) int {
+	tb.Helper()
+	n := 0
+	for _, h := range keys {
+		_, err := s.Get(context.Background(), h, now)
+		if errors.Is(err, spent.ErrNotFound) {
+			n++
+		} else if err != nil {
+			tb.Fatalf("Get: %v", err)
+		}
+	}
+	return n
+}
