@@ -3,7 +3,6 @@ package etcd
 import (
 	"context"
 	"fmt"
-	"sync"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -12,14 +11,6 @@ import (
 
 // purgePage is how many records Purge reads at once.
 const purgePage = 256
-
-// purgeCursor is where the next Purge of a namespace goes on walking the
-// record keys. It is only a hint: a call is correct whatever it holds.
-type purgeCursor struct {
-	mu   sync.Mutex
-	ns   string // the namespace of the last call
-	from string // the last record key it looked at; "" for the start
-}
 
 // purgeTarget is a record to delete: its key, the revision it was read at,
 // and its pending-index key ("" for a complete record).
@@ -49,14 +40,10 @@ func (s *Store) Purge(ctx context.Context, namespace string, limit int) (int, er
 	if limit <= 0 {
 		return 0, nil
 	}
-	c := &s.purgeAt
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	start := ""
-	if c.ns == namespace {
-		start = c.from
-	}
-	c.ns, c.from = namespace, ""
+	// start is the last record key the previous call looked at, "" for
+	// the start.
+	start, _ := s.purgeAt.Start(namespace)
+	defer s.purgeAt.Done()
 	first := s.keys.prefix + nsRecord
 	end := clientv3.GetPrefixRangeEnd(first)
 	// Keys after start, then keys from the first up to start, included.
@@ -99,7 +86,7 @@ func (s *Store) Purge(ctx context.Context, namespace string, limit int) (int, er
 				return removed, s.fail("purge", err)
 			}
 			if removed >= limit {
-				c.from = last
+				s.purgeAt.Set(last)
 				return removed, nil
 			}
 			if len(resp.Kvs) == 0 || (!resp.More && last == string(resp.Kvs[len(resp.Kvs)-1].Key)) {

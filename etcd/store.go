@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/spentledger/spent"
+	"github.com/spentledger/spent/internal/purgecursor"
 )
 
 // Store is the etcd store. Open it with [Open]; it is safe for concurrent use
@@ -35,7 +36,7 @@ type Store struct {
 	closed    atomic.Bool
 	closeOnce sync.Once
 	closeErr  error
-	purgeAt   purgeCursor // where the next Purge goes on (purge.go)
+	purgeAt   purgecursor.Cursor[string] // the last record key a Purge looked at (purge.go)
 }
 
 var _ spent.Store = (*Store)(nil)

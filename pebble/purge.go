@@ -3,7 +3,6 @@ package pebble
 import (
 	"context"
 	"fmt"
-	"sync"
 
 	pdb "github.com/cockroachdb/pebble/v2"
 	"github.com/spentledger/spent"
@@ -15,14 +14,6 @@ import (
 // a round like any other write, which looks each record up again (the
 // round's overlay first) and removes it only if it still belongs to the
 // namespace. Claims go on being decided while Purge walks.
-
-// purgeCursor is where the next Purge of a namespace goes on walking the
-// record keys. It is only a hint: a call is correct whatever it holds.
-type purgeCursor struct {
-	mu   sync.Mutex
-	ns   string // the namespace of the last call
-	from []byte // the last record key it looked at; nil for the start
-}
 
 // purgeOp is the work of a kindPurge request: the records of keys to forget,
 // if they still belong to namespace.
@@ -52,14 +43,10 @@ func (s *Store) Purge(ctx context.Context, namespace string, limit int) (int, er
 	if limit <= 0 {
 		return 0, nil
 	}
-	c := &s.purgeAt
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var start []byte
-	if c.ns == namespace {
-		start = c.from
-	}
-	c.ns, c.from = namespace, nil
+	// start is the last record key the previous call looked at, nil for
+	// the start.
+	start, _ := s.purgeAt.Start(namespace)
+	defer s.purgeAt.Done()
 	// The walk goes from just after start to the end of the records, then
 	// from their beginning up to start, included.
 	type span struct{ lower, upper []byte }
@@ -83,7 +70,7 @@ func (s *Store) Purge(ctx context.Context, namespace string, limit int) (int, er
 				}
 			}
 			if removed >= limit {
-				c.from = last
+				s.purgeAt.Set(last)
 				return removed, nil
 			}
 			if !more {

@@ -14,6 +14,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/spentledger/spent"
+	"github.com/spentledger/spent/internal/purgecursor"
 )
 
 // Store is the embedded durable store. Open it with [Open]; it is safe for
@@ -45,7 +46,7 @@ type Store struct {
 	done      chan struct{}             // closed when the waiter has finished
 	closeOnce sync.Once
 	closeErr  error
-	purgeAt   purgeCursor // where the next Purge goes on (purge.go)
+	purgeAt   purgecursor.Cursor[[]byte] // the last record key a Purge looked at (purge.go)
 
 	stats struct {
 		filterEntries, filterBytes      atomic.Int64

@@ -3,21 +3,12 @@ package postgres
 import (
 	"bytes"
 	"context"
-	"sync"
 
 	"github.com/spentledger/spent"
 )
 
 // purgePage is how many rows one statement of Purge walks at most.
 const purgePage = 10000
-
-// purgeCursor is where the next Purge of a namespace goes on walking the
-// primary key. It is only a hint: a call is correct whatever it holds.
-type purgeCursor struct {
-	mu   sync.Mutex
-	ns   string // the namespace of the last call
-	from []byte // the last key its walk reached; nil for the start
-}
 
 var (
 	// keyMin sorts before every key, keyMax after every key (keys are 16
@@ -41,14 +32,10 @@ func (s *Store) Purge(ctx context.Context, namespace string, limit int) (int, er
 	if limit <= 0 {
 		return 0, nil
 	}
-	c := &s.purgeAt
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var start []byte
-	if c.ns == namespace {
-		start = c.from
-	}
-	c.ns, c.from = namespace, nil
+	// start is the last key the previous call's walk reached, nil for the
+	// start.
+	start, _ := s.purgeAt.Start(namespace)
+	defer s.purgeAt.Done()
 	// Keys after start, then keys up to start, included.
 	type span struct{ after, upTo []byte }
 	spans := []span{{keyMin, keyMax}}
@@ -72,7 +59,7 @@ func (s *Store) Purge(ctx context.Context, namespace string, limit int) (int, er
 			case err != nil:
 				return removed, err
 			case removed >= limit:
-				c.from = lastFound
+				s.purgeAt.Set(lastFound)
 				return removed, nil
 			case found == int64(want):
 				// Some rows found were gone by the time of the

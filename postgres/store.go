@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spentledger/spent"
+	"github.com/spentledger/spent/internal/purgecursor"
 )
 
 // Errors of the store, besides those of the spent.Store contract.
@@ -52,8 +53,8 @@ type Store struct {
 	q      queries
 	closed atomic.Bool
 	once   sync.Once
-	// purgeAt is where the next Purge goes on (purge.go).
-	purgeAt purgeCursor
+	// purgeAt is the last key a Purge's walk reached (purge.go).
+	purgeAt purgecursor.Cursor[[]byte]
 }
 
 var _ spent.Store = (*Store)(nil)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/spentledger/spent"
@@ -16,13 +15,9 @@ import (
 // keys of the database one SCAN looks at.
 const purgeScanCount = 1000
 
-// purgeCursor is where the next Purge of a namespace goes on: a primary
-// and its SCAN cursor. It is only a hint: a call is correct whatever it
-// holds.
-type purgeCursor struct {
-	mu     sync.Mutex
-	ns     string // the namespace of the last call
-	node   string // the address of the primary it stopped on
+// purgePos is where a Purge stopped: a primary and its SCAN cursor.
+type purgePos struct {
+	node   string // the address of the primary
 	cursor uint64 // the SCAN cursor there
 }
 
@@ -51,18 +46,15 @@ func (s *Store) Purge(ctx context.Context, namespace string, limit int) (int, er
 	if err != nil {
 		return 0, s.fail("purge", err)
 	}
-	c := &s.purgeAt
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	first, cursor := 0, uint64(0)
-	if c.ns == namespace {
+	if at, ok := s.purgeAt.Start(namespace); ok {
 		for i, n := range nodes {
-			if n.Options().Addr == c.node {
-				first, cursor = i, c.cursor
+			if n.Options().Addr == at.node {
+				first, cursor = i, at.cursor
 			}
 		}
 	}
-	c.ns, c.node, c.cursor = namespace, "", 0
+	defer s.purgeAt.Done()
 	resumed := first != 0 || cursor != 0
 	removed := 0
 	for pass := 0; pass == 0 || (pass == 1 && resumed); pass++ {
@@ -85,7 +77,7 @@ func (s *Store) Purge(ctx context.Context, namespace string, limit int) (int, er
 					if removed >= limit {
 						// This page may hold more records of
 						// namespace: the next call scans it again.
-						c.node, c.cursor = node.Options().Addr, cursor
+						s.purgeAt.Set(purgePos{node.Options().Addr, cursor})
 						return removed, nil
 					}
 					// Some records were gone by the time their

@@ -14,6 +14,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/spentledger/spent"
+	"github.com/spentledger/spent/internal/purgecursor"
 )
 
 // Store is a spent.Store kept in Redis: a single server or a Redis Cluster.
@@ -31,7 +32,7 @@ type Store struct {
 	closed    atomic.Bool
 	closeOnce sync.Once
 	closeErr  error
-	purgeAt   purgeCursor // where the next Purge goes on (purge.go)
+	purgeAt   purgecursor.Cursor[purgePos] // where the last Purge stopped (purge.go)
 }
 
 var _ spent.Store = (*Store)(nil)
