@@ -140,3 +140,27 @@ func ExampleLedger_Release() {
 	// fresh false
 	// seq_mismatch
 }
+
+func ExampleLedger_Purge() {
+	l := exampleLedger()
+	ctx := context.Background()
+
+	for _, ticket := range []string{"t-1", "t-2", "t-3"} {
+		l.Claim(ctx, spent.Claim{Namespace: "tickets", Key: ticket, Result: []byte{}})
+	}
+	l.Claim(ctx, spent.Claim{Namespace: "payments", Key: "order-20", Result: []byte("charged")})
+
+	// An epoch retirement: the tickets' signing keys were retired, so no
+	// ticket of theirs can be presented again and their records can go.
+	n, err := l.Purge(ctx, "tickets")
+	fmt.Println(n, err)
+
+	again, _ := l.Claim(ctx, spent.Claim{Namespace: "tickets", Key: "t-1", Result: []byte{}})
+	fmt.Println(again.Outcome)
+	kept, _ := l.Get(ctx, "payments", "order-20")
+	fmt.Println(string(kept.Result))
+	// Output:
+	// 3 <nil>
+	// fresh
+	// charged
+}
