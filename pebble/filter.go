@@ -2,6 +2,7 @@ package pebble
 
 import (
 	"encoding/binary"
+	"math"
 	"math/bits"
 
 	"github.com/spentledger/spent"
@@ -40,10 +41,12 @@ type table struct {
 }
 
 // newFilter returns a filter sized to hold expect fingerprints without
-// growing (if they spread evenly over the shards).
+// growing: each table is sized for its share of them plus four standard
+// deviations of how fingerprints fall among the tables.
 func newFilter(expect int) *filter {
 	f := &filter{}
-	size := slotsFor((expect + filterShards - 1) / filterShards)
+	share := float64(expect) / filterShards
+	size := slotsFor(int(math.Ceil(share + 4*math.Sqrt(share))))
 	for i := range f.shards {
 		f.shards[i].resize(size)
 	}

@@ -143,3 +143,27 @@ func BenchmarkFilterInsert(b *testing.B) {
 	b.ReportMetric(float64(longest.Nanoseconds())/1e3, "max-µs/insert")
 	b.ReportMetric(float64(f.Bytes())/float64(f.Len()), "B/fingerprint")
 }
+
+// TestFilterSizedUpFrontDoesNotGrow fills a filter made for n fingerprints
+// with n of them: no table may have had to grow.
+func TestFilterSizedUpFrontDoesNotGrow(t *testing.T) {
+	// 778,240 is 760 a table: just under a table's 3/4 of 1,024 slots, so
+	// the tables that draw more than their share would grow without slack.
+	for _, n := range []int{1000, 100000, 778240, 1000000} {
+		f := pebble.NewFilter(n)
+		slots := f.Slots()
+		rng := rand.New(rand.NewPCG(uint64(n), 4))
+		for range n {
+			// Fingerprints are uniform in all their bits (not "| 1",
+			// which would leave the tables of even low bits empty).
+			x := rng.Uint64()
+			if x == 0 {
+				x = 1
+			}
+			f.Insert(x)
+		}
+		if f.Slots() != slots {
+			t.Errorf("NewFilter(%d) then %d inserts: %d slots, was %d: a table grew", n, n, f.Slots(), slots)
+		}
+	}
+}
