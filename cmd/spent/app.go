@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -86,10 +85,12 @@ type Main struct {
 	// Getenv reads environment variables (SPENT_ADDR, SPENT_TOKEN and the
 	// config file's token_env).
 	Getenv func(string) string
-	// ConnState, when set, is called on every state change of a connection to
-	// the serve command's HTTP server. For tests, which use it to know that a
-	// request is in flight.
-	ConnState func(net.Conn, http.ConnState)
+	// WrapHandler, when set, wraps the serve command's HTTP handler. For
+	// tests, which use it to know that a request has reached the handler:
+	// from then on a shutdown lets it finish. (A connection whose request
+	// has been read but has not reached the handler when the shutdown starts
+	// is closed unanswered by net/http.)
+	WrapHandler func(http.Handler) http.Handler
 
 	// run is the selected command's work, set by ParseFlags.
 	run func(ctx context.Context) error

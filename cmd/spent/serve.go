@@ -202,6 +202,9 @@ func (m *Main) serve(ctx context.Context, cfg serveConfig) error {
 		handler = mux
 	}
 
+	if m.WrapHandler != nil {
+		handler = m.WrapHandler(handler)
+	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return err
@@ -213,7 +216,6 @@ func (m *Main) serve(ctx context.Context, cfg serveConfig) error {
 		WriteTimeout:      writeTimeout,
 		IdleTimeout:       idleTimeout,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-		ConnState:         m.ConnState,
 		// Requests run on a context of their own: cancelling ctx starts the
 		// shutdown, which lets in-flight claims finish rather than cancelling
 		// them.

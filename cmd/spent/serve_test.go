@@ -207,10 +207,16 @@ func TestGracefulShutdown(t *testing.T) {
 	active := make(chan struct{})
 	var once sync.Once
 	s := MustServe(t, dir, nil, func(m *spentcmd.Main) {
-		m.ConnState = func(_ net.Conn, st http.ConnState) {
-			if st == http.StateActive {
-				once.Do(func() { close(active) })
-			}
+		// The signal is the request reaching the handler, not its
+		// connection turning active: net/http drops a request read just
+		// as the shutdown begins, before its handler runs.
+		m.WrapHandler = func(h http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/v1/claim" {
+					once.Do(func() { close(active) })
+				}
+				h.ServeHTTP(w, r)
+			})
 		}
 	})
 
@@ -249,7 +255,7 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 	select {
 	case code := <-stopped:
-		t.Fatalf("serve stopped (exit %d) with a claim in flight", code)
+		t.Fatalf("serve stopped (exit %d) with a claim in flight; stderr:\n%s", code, s.Stderr)
 	default:
 	}
 
