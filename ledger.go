@@ -77,11 +77,8 @@ func (c *Config) Validate() error {
 		return errors.New("spent: no namespaces")
 	}
 	for name, p := range c.Namespaces {
-		if name == "" || len(name) > 64 {
-			return fmt.Errorf("spent: namespace name %q: 1 to 64 bytes", name)
-		}
-		if strings.HasPrefix(name, ReservedPrefix) {
-			return fmt.Errorf("spent: namespace name %q: names starting with %q are the server's own", name, ReservedPrefix)
+		if err := checkNamespaceName(name); err != nil {
+			return fmt.Errorf("spent: %w", err)
 		}
 		if err := p.Validate(); err != nil {
 			return fmt.Errorf("spent: namespace %q: %w", name, err)
@@ -591,6 +588,18 @@ func (l *Ledger) Sweep(ctx context.Context, batch int) (int, error) {
 	}
 }
 
+// checkNamespaceName says what is wrong with a namespace name: it must be 1
+// to 64 bytes and must not start with [ReservedPrefix].
+func checkNamespaceName(name string) error {
+	if name == "" || len(name) > 64 {
+		return fmt.Errorf("namespace name %q: 1 to 64 bytes", name)
+	}
+	if strings.HasPrefix(name, ReservedPrefix) {
+		return fmt.Errorf("namespace name %q: names starting with %q are the server's own", name, ReservedPrefix)
+	}
+	return nil
+}
+
 // PurgeBatch is how many records [Ledger.Purge] asks the store to forget at
 // once.
 const PurgeBatch = 1000
@@ -606,11 +615,8 @@ const PurgeBatch = 1000
 // longer be presented (the issuing keys of a token namespace were retired).
 // Counters are untouched.
 func (l *Ledger) Purge(ctx context.Context, namespace string) (int, error) {
-	if namespace == "" || len(namespace) > 64 {
-		return 0, Errorf(EInvalid, "namespace name %q: 1 to 64 bytes", namespace)
-	}
-	if strings.HasPrefix(namespace, ReservedPrefix) {
-		return 0, Errorf(EInvalid, "namespace name %q: names starting with %q are the server's own", namespace, ReservedPrefix)
+	if err := checkNamespaceName(namespace); err != nil {
+		return 0, Errorf(EInvalid, "%v", err)
 	}
 	total := 0
 	for {
