@@ -151,10 +151,7 @@ func (s *Store) purgeRun(ctx context.Context, dels []*call, full bool) (int, boo
 			n++
 		}
 	}
-	if werr != nil {
-		return n, full, werr
-	}
-	return n, full, nil
+	return n, full, werr
 }
 
 // recordPattern is the SCAN pattern of this store's record keys: P{*}:r:*,

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -31,13 +32,8 @@ func testPurge(t *testing.T, h Harness) {
 	}
 }
 
-func joinLines(v []string) string {
-	out := ""
-	for _, s := range v {
-		out += "  " + s + "\n"
-	}
-	return out
-}
+// joinLines lists v one item a line, indented.
+func joinLines(v []string) string { return "  " + strings.Join(v, "\n  ") + "\n" }
 
 // purgeViolations runs the Purge test and returns what the store did wrong.
 // Store failures and broken preconditions fail the test at once. It is
