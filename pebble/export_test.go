@@ -32,6 +32,26 @@ func (f *filter) Len() int { return f.len() }
 // Bytes returns the memory held by the table.
 func (f *filter) Bytes() int { return f.bytes() }
 
+// Table is one table of the filter: a filter in one table, as the filter was
+// before it was split, for BenchmarkFilterInsert's comparison.
+type Table = table
+
+// NewTable returns an empty table of the smallest size.
+func NewTable() *Table {
+	t := &table{}
+	t.resize(minFilterSlots)
+	return t
+}
+
+// Insert adds one occurrence of x.
+func (t *table) Insert(x uint64) { t.insert(x) }
+
+// Bytes returns the memory held by the table.
+func (t *table) Bytes() int { return len(t.slots) * 8 }
+
+// Len returns the number of fingerprints held.
+func (t *table) Len() int { return t.n }
+
 // Slots returns the number of slots of all the filter's tables.
 func (f *filter) Slots() int { return f.slots }
 
