@@ -38,45 +38,34 @@ func BenchmarkDoNothing(b *testing.B) {
 	o := idempotency.DefaultOptions()
 	o.Scope = idempotency.FixedScope("bench")
 	b.Run("Bare", func(b *testing.B) { benchServe(b, nothing) })
-	b.Run("Middleware", func(b *testing.B) {
-		l := openPebbleLedger(b, o, 30*time.Second, time.Now)
-		mw, err := idempotency.New(l, o)
-		if err != nil {
-			b.Fatal(err)
+	pebbleLedger := func(b *testing.B) *spent.Ledger { return openPebbleLedger(b, o, 30*time.Second, time.Now) }
+	// serve runs h under the middleware on the ledger open makes, and
+	// reports the embedded store's rounds per request where there is one.
+	serve := func(open func(*testing.B) *spent.Ledger, h http.Handler) func(*testing.B) {
+		return func(b *testing.B) {
+			l := open(b)
+			mw, err := idempotency.New(l, o)
+			if err != nil {
+				b.Fatal(err)
+			}
+			benchServe(b, mw.Handler(h))
+			if st, ok := l.Store().(*pebble.Store); ok {
+				b.ReportMetric(float64(st.Stats().Rounds)/float64(b.N), "rounds/req")
+			}
 		}
-		benchServe(b, mw.Handler(nothing))
-		reportRounds(b, l)
-	})
+	}
+	b.Run("Middleware", serve(pebbleLedger, nothing))
 	// The middleware over the in-memory store, which keeps nothing across a
 	// crash: what the middleware's own work and the extra HTTP cost, with
 	// no durable store round to wait for. Not a configuration to run.
-	b.Run("MiddlewareInmem", func(b *testing.B) {
+	b.Run("MiddlewareInmem", serve(func(b *testing.B) *spent.Ledger {
 		l, err := spent.NewLedger(context.Background(), inmem.New(), ledgerConfig(o, 30*time.Second, time.Now))
 		if err != nil {
 			b.Fatal(err)
 		}
-		mw, err := idempotency.New(l, o)
-		if err != nil {
-			b.Fatal(err)
-		}
-		benchServe(b, mw.Handler(nothing))
-	})
-	b.Run("MiddlewareApplied", func(b *testing.B) {
-		l := openPebbleLedger(b, o, 30*time.Second, time.Now)
-		mw, err := idempotency.New(l, o)
-		if err != nil {
-			b.Fatal(err)
-		}
-		benchServe(b, mw.Handler(applied))
-		reportRounds(b, l)
-	})
-}
-
-// reportRounds reports the embedded store's rounds (group commits) per
-// request: how many writes each WAL sync carried.
-func reportRounds(b *testing.B, l *spent.Ledger) {
-	st := l.Store().(*pebble.Store).Stats()
-	b.ReportMetric(float64(st.Rounds)/float64(b.N), "rounds/req")
+		return l
+	}, nothing))
+	b.Run("MiddlewareApplied", serve(pebbleLedger, applied))
 }
 
 var benchWorkers = 64
