@@ -117,7 +117,7 @@ func NewLedger(ctx context.Context, store Store, cfg Config) (*Ledger, error) {
 	}
 	l := &Ledger{store: store, cfg: cfg}
 	secret := append([]byte(nil), cfg.Secret...)
-	l.macs.New = func() any { return hmac.New(sha256.New, secret) }
+	l.macs.New = func() any { return &keyMAC{m: hmac.New(sha256.New, secret)} }
 	if err := l.reserve(ctx); err != nil {
 		return nil, err
 	}
@@ -150,19 +150,28 @@ func (l *Ledger) Now() time.Time { return l.cfg.Now() }
 // HMAC-SHA256(secret, uint16be(len(namespace)) ‖ namespace ‖ key)[:16].
 // The length prefix keeps ("ab","c") and ("a","bc") apart.
 func (l *Ledger) HashKey(namespace, key string) Hash {
-	m := l.macs.Get().(hash.Hash)
-	m.Reset()
-	var sum [sha256.Size]byte
-	var pre [2]byte
-	pre[0], pre[1] = byte(len(namespace)>>8), byte(len(namespace))
-	m.Write(pre[:])
-	m.Write([]byte(namespace))
-	m.Write([]byte(key))
-	m.Sum(sum[:0])
-	l.macs.Put(m)
+	k := l.macs.Get().(*keyMAC)
+	// One Write of a buffer the pool keeps: writing the strings through
+	// the hash.Hash interface would allocate a copy of each.
+	k.buf = append(k.buf[:0], byte(len(namespace)>>8), byte(len(namespace)))
+	k.buf = append(k.buf, namespace...)
+	k.buf = append(k.buf, key...)
+	k.m.Reset()
+	k.m.Write(k.buf)
+	k.sum = k.m.Sum(k.sum[:0])
 	var h Hash
-	copy(h[:], sum[:HashSize])
+	copy(h[:], k.sum[:HashSize])
+	if cap(k.buf) <= 4<<10 {
+		l.macs.Put(k)
+	}
 	return h
+}
+
+// keyMAC is a pooled HMAC with its scratch buffers.
+type keyMAC struct {
+	m   hash.Hash
+	buf []byte
+	sum []byte
 }
 
 func (l *Ledger) reserve(ctx context.Context) error {
@@ -256,7 +265,7 @@ func (l *Ledger) prepare(ctx context.Context, c *Claim, now time.Time) (ClaimOp,
 			rec.LeaseUntil = exp
 		}
 	}
-	return ClaimOp{Record: rec, Now: now, Retake: p.OnLeaseExpiry == Retake}, p, nil
+	return ClaimOp{Record: rec, Now: now, Retake: p.OnLeaseExpiry == Retake, Early: c.Early && c.Result == nil}, p, nil
 }
 
 // answer turns a store's answer into an outcome under policy p.
@@ -328,8 +337,8 @@ func (l *Ledger) resolve(ctx context.Context, p Policy, c *Claim, op *ClaimOp, c
 }
 
 // ClaimBatch answers each claim in order, as Claim would, with everything
-// durable on return. A malformed claim rejects the whole batch before
-// anything is written.
+// durable on return (Claim.Early is ignored). A malformed claim rejects the
+// whole batch before anything is written.
 func (l *Ledger) ClaimBatch(ctx context.Context, cs []Claim) ([]Result, error) {
 	if len(cs) > MaxBatch {
 		return nil, Errorf(ETooLarge, "batch of %d claims: at most %d", len(cs), MaxBatch)
@@ -346,6 +355,7 @@ func (l *Ledger) ClaimBatch(ctx context.Context, cs []Claim) ([]Result, error) {
 			}
 			return nil, err
 		}
+		op.Early = false
 		ops[i], pols[i] = op, p
 	}
 	res, err := l.store.ClaimBatch(ctx, ops)

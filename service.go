@@ -22,6 +22,22 @@ type Claim struct {
 	Result []byte `json:"result"`
 	// ExpiresAt, when set, overrides the namespace's retention for this key.
 	ExpiresAt time.Time `json:"expires_at,omitzero"`
+	// Early lets a store answer a fresh two-step claim as soon as it is
+	// decided, before anything of it is durable (the embedded store does;
+	// the others ignore it and answer once durable). Every other answer
+	// (replayed, in progress, ...) still waits until what it reports is
+	// durable, and one-step claims ignore it.
+	//
+	// A caller in the same process as the ledger sets it (it is never sent
+	// over the wire) when losing the claim to a crash is harmless: until a
+	// later durable write of its own has returned (the claim's Complete),
+	// a crash may leave the key free, as a Release would, so nothing that
+	// tells anyone the claim was made may leave the process before then.
+	// The idempotency middleware claims so before it runs a handler: it
+	// sends the handler's answer only once stored, and a handler whose
+	// effect must happen at most once calls Applied first, whose marker is
+	// an ordinary, durable claim.
+	Early bool `json:"-"`
 }
 
 // Result is the answer to a Claim.

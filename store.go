@@ -15,6 +15,12 @@ type ClaimOp struct {
 	Now time.Time
 	// Retake allows replacing a pending record whose lease has run out at Now.
 	Retake bool
+	// Early allows the store to answer an inserted pending record before it
+	// is durable, and to keep it in memory only until its Complete or
+	// Release (see [Claim].Early). A store may ignore it. Stores must still
+	// make any other answer durable first, and must decide later claims of
+	// the key against the record as usual.
+	Early bool
 }
 
 // ClaimResult is a store's answer to a ClaimOp.

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,107 +21,182 @@ import (
 )
 
 // BenchmarkDoNothing measures requests/s of a handler that does nothing,
-// bare and under the middleware on the embedded pebble store, in the same
-// run: real loopback TCP, benchWorkers clients in this process (64, or
-// $IDEMPOTENCY_BENCH_WORKERS), each request with a fresh key. "Middleware"
-// claims the key and stores the answer (two durable writes, each in its own
-// store round: Ledger.Complete with the claim's seq goes straight to the
-// store); "MiddlewareApplied" also calls Applied (four writes); both report
-// rounds/req, the embedded store's group commits per request.
-// "MiddlewareInmem" runs the middleware over the in-memory store: the cost
-// of the middleware's own work, without a durable write to wait for.
+// bare and under the middleware, in the same run: real loopback TCP, with 64
+// and with 256 clients in this process (or only $IDEMPOTENCY_BENCH_WORKERS),
+// each request with a fresh key. The cases take turns: each serves b.N/8
+// requests, then the next, eight times over, so that a machine whose speed
+// drifts during the run (these are shared) slows them alike. It reports each
+// case's requests/s and, for the middleware cases, that rate as a fraction
+// of the bare rate ("-of-bare"):
 //
-//	go test ./idempotency -run '^$' -bench DoNothing -benchtime 4s -count 2
-//	IDEMPOTENCY_BENCH_WORKERS=256 go test ./idempotency -run '^$' -bench DoNothing -benchtime 4s -count 2
+//	go test ./idempotency -run '^$' -bench DoNothing -benchtime 40000x -count 3
+//
+// The cases:
+//   - "bare": the handler alone.
+//   - "mw": the middleware on the embedded pebble store. It claims the key
+//     early (spent.Claim.Early: answered when decided and held in memory,
+//     written only with the answer) and stores the answer: one durable
+//     write and one round to wait for per request. "mw-rounds/req" is the
+//     store's group commits per request.
+//   - "inmem": the middleware over the in-memory store, which keeps nothing
+//     across a crash (not a configuration to run): the middleware's own
+//     cost, with no durable round to wait for.
+//   - "applied": the middleware on pebble with a handler that calls Applied,
+//     whose marker must be durable before the handler goes on.
 func BenchmarkDoNothing(b *testing.B) {
 	nothing := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})
 	applied := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { idempotency.Applied(r) })
 	o := idempotency.DefaultOptions()
 	o.Scope = idempotency.FixedScope("bench")
-	b.Run("Bare", func(b *testing.B) { benchServe(b, nothing) })
-	pebbleLedger := func(b *testing.B) *spent.Ledger { return openPebbleLedger(b, o, 30*time.Second, time.Now) }
-	// serve runs h under the middleware on the ledger open makes, and
-	// reports the embedded store's rounds per request where there is one.
-	serve := func(open func(*testing.B) *spent.Ledger, h http.Handler) func(*testing.B) {
-		return func(b *testing.B) {
-			l := open(b)
-			mw, err := idempotency.New(l, o)
+	levels := []int{64, 256}
+	if benchWorkers > 0 {
+		levels = []int{benchWorkers}
+	}
+	for _, clients := range levels {
+		b.Run("Clients"+strconv.Itoa(clients), func(b *testing.B) {
+			mw := func(l *spent.Ledger, h http.Handler) http.Handler {
+				m, err := idempotency.New(l, o)
+				if err != nil {
+					b.Fatal(err)
+				}
+				return m.Handler(h)
+			}
+			onPebble := openPebbleLedger(b, o, 30*time.Second, time.Now)
+			onInmem, err := spent.NewLedger(context.Background(), inmem.New(), ledgerConfig(o, 30*time.Second, time.Now))
 			if err != nil {
 				b.Fatal(err)
 			}
-			benchServe(b, mw.Handler(h))
-			if st, ok := l.Store().(*pebble.Store); ok {
-				b.ReportMetric(float64(st.Stats().Rounds)/float64(b.N), "rounds/req")
+			appliedPebble := openPebbleLedger(b, o, 30*time.Second, time.Now)
+			cases := []*benchCase{
+				newBenchCase(b, "bare", clients, nothing),
+				newBenchCase(b, "mw", clients, mw(onPebble, nothing)),
+				newBenchCase(b, "inmem", clients, mw(onInmem, nothing)),
+				newBenchCase(b, "applied", clients, mw(appliedPebble, applied)),
 			}
-		}
+			if benchOnly != "" {
+				// One case alone, for measuring its CPU use (see init).
+				cases = slices.DeleteFunc(cases, func(c *benchCase) bool { return c.name != benchOnly })
+				if len(cases) == 0 {
+					b.Fatalf("IDEMPOTENCY_BENCH_CASE=%s: no such case", benchOnly)
+				}
+			}
+			const turns = 8
+			b.ResetTimer()
+			for turn := range turns {
+				n := b.N/turns + b.N%turns*min(1, turn/(turns-1))
+				for _, c := range cases {
+					c.run(b, n)
+				}
+			}
+			b.StopTimer()
+			bare := 0.0
+			for _, c := range cases {
+				rate := float64(b.N) / c.took.Seconds()
+				b.ReportMetric(rate, c.name+"-req/s")
+				if c.name == "bare" {
+					bare = rate
+				} else if bare > 0 {
+					b.ReportMetric(rate/bare, c.name+"-of-bare")
+				}
+			}
+			for _, c := range []struct {
+				name string
+				l    *spent.Ledger
+			}{{"mw", onPebble}, {"applied", appliedPebble}} {
+				if rounds := c.l.Store().(*pebble.Store).Stats().Rounds; rounds > 1 {
+					b.ReportMetric(float64(rounds)/float64(b.N), c.name+"-rounds/req")
+				}
+			}
+		})
 	}
-	b.Run("Middleware", serve(pebbleLedger, nothing))
-	// The middleware over the in-memory store, which keeps nothing across a
-	// crash: what the middleware's own work and the extra HTTP cost, with
-	// no durable store round to wait for. Not a configuration to run.
-	b.Run("MiddlewareInmem", serve(func(b *testing.B) *spent.Ledger {
-		l, err := spent.NewLedger(context.Background(), inmem.New(), ledgerConfig(o, 30*time.Second, time.Now))
-		if err != nil {
-			b.Fatal(err)
-		}
-		return l
-	}, nothing))
-	b.Run("MiddlewareApplied", serve(pebbleLedger, applied))
 }
 
-var benchWorkers = 64
+// benchWorkers, when set, is the only client count BenchmarkDoNothing runs;
+// benchOnly, when set, the only case.
+var (
+	benchWorkers int
+	benchOnly    string
+)
 
 var benchRun atomic.Int64
 
-func benchServe(b *testing.B, h http.Handler) {
+// benchCase is one server of BenchmarkDoNothing and its clients.
+type benchCase struct {
+	name    string
+	clients int
+	url     string
+	hc      *http.Client
+	prefix  string
+	next    int64         // keys used so far
+	took    time.Duration // serving its requests, all turns
+}
+
+func newBenchCase(b *testing.B, name string, clients int, h http.Handler) *benchCase {
 	srv := httptest.NewServer(h)
-	defer srv.Close()
+	b.Cleanup(srv.Close)
 	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = benchWorkers, benchWorkers
-	defer tr.CloseIdleConnections()
-	hc := &http.Client{Transport: tr}
-	prefix := "bench-" + strconv.FormatInt(benchRun.Add(1), 10) + "-"
+	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = clients, clients
+	b.Cleanup(tr.CloseIdleConnections)
+	return &benchCase{
+		name: name, clients: clients, url: srv.URL + "/things",
+		hc:     &http.Client{Transport: tr},
+		prefix: "bench-" + strconv.FormatInt(benchRun.Add(1), 10) + "-",
+	}
+}
+
+// run sends n requests from c.clients goroutines and adds the time they
+// took to c.took.
+func (c *benchCase) run(b *testing.B, n int) {
 	var next atomic.Int64
+	next.Store(c.next)
+	end := c.next + int64(n)
 	var wg sync.WaitGroup
 	var failed atomic.Value
-	b.ResetTimer()
-	for range benchWorkers {
+	start := time.Now()
+	for range c.clients {
 		wg.Go(func() {
 			for {
 				i := next.Add(1) - 1
-				if i >= int64(b.N) {
+				if i >= end {
 					return
 				}
-				r, _ := http.NewRequest(http.MethodPost, srv.URL+"/things", strings.NewReader(`{"amount":1}`))
-				r.Header.Set(idempotency.HeaderKey, prefix+strconv.FormatInt(i, 10))
+				r, _ := http.NewRequest(http.MethodPost, c.url, strings.NewReader(`{"amount":1}`))
+				r.Header.Set(idempotency.HeaderKey, c.prefix+strconv.FormatInt(i, 10))
 				r.Header.Set("Content-Type", "application/json")
-				resp, err := hc.Do(r)
+				resp, err := c.hc.Do(r)
 				if err != nil {
 					failed.Store(err.Error())
-					next.Store(int64(b.N))
+					next.Store(end)
 					return
 				}
 				io.Copy(io.Discard, resp.Body)
 				resp.Body.Close()
 				if resp.StatusCode != http.StatusOK || resp.Header.Get(idempotency.HeaderReplayed) != "" {
 					failed.Store("status " + resp.Status)
-					next.Store(int64(b.N))
+					next.Store(end)
 					return
 				}
 			}
 		})
 	}
 	wg.Wait()
-	b.StopTimer()
+	c.took += time.Since(start)
+	c.next = end
 	if f := failed.Load(); f != nil {
-		b.Fatal(f)
+		b.Fatal(c.name + ": " + f.(string))
 	}
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "req/s")
 }
 
-// init reads the benchmark's concurrency from the environment.
+// init reads the benchmark's concurrency, and the one case to run, from the
+// environment. A case alone serves b.N requests in the same eight turns, so
+// that /usr/bin/time can give the process's CPU use per request:
+//
+//	go test -c -o /tmp/idem.test ./idempotency && cd idempotency
+//	IDEMPOTENCY_BENCH_WORKERS=64 IDEMPOTENCY_BENCH_CASE=mw /usr/bin/time \
+//		/tmp/idem.test -test.run '^$' -test.bench DoNothing -test.benchtime 100000x
 func init() {
 	if v, err := strconv.Atoi(os.Getenv("IDEMPOTENCY_BENCH_WORKERS")); err == nil && v > 0 {
 		benchWorkers = v
 	}
+	benchOnly = os.Getenv("IDEMPOTENCY_BENCH_CASE")
 }

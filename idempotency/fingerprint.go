@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"hash"
 	"net/http"
+	"sync"
 )
 
 // DefaultFingerprint returns the SHA-256 of a canonical encoding of the
@@ -16,31 +17,46 @@ import (
 // The middleware calls it with Options.FingerprintHeaders unless
 // Options.Fingerprint is set.
 func DefaultFingerprint(r *http.Request, headers []string, body []byte) [32]byte {
-	h := sha256.New()
-	field(h, "spent-idempotency-fingerprint-v1")
-	field(h, r.Method)
-	field(h, r.URL.EscapedPath())
-	field(h, r.URL.RawQuery)
+	fp := fingerprints.Get().(*fingerprinter)
+	b := field(fp.buf[:0], "spent-idempotency-fingerprint-v1")
+	b = field(b, r.Method)
+	b = field(b, r.URL.EscapedPath())
+	b = field(b, r.URL.RawQuery)
 	for _, name := range headers {
 		name = http.CanonicalHeaderKey(name)
 		vs := r.Header[name]
-		field(h, name)
-		var n [4]byte
-		binary.BigEndian.PutUint32(n[:], uint32(len(vs)))
-		h.Write(n[:])
+		b = field(b, name)
+		b = binary.BigEndian.AppendUint32(b, uint32(len(vs)))
 		for _, v := range vs {
-			field(h, v)
+			b = field(b, v)
 		}
 	}
-	field(h, body)
+	b = binary.BigEndian.AppendUint64(b, uint64(len(body)))
+	fp.h.Reset()
+	fp.h.Write(b)
+	fp.h.Write(body)
 	var sum [32]byte
-	h.Sum(sum[:0])
+	fp.sum = fp.h.Sum(fp.sum[:0])
+	copy(sum[:], fp.sum)
+	if cap(b) <= 16<<10 {
+		fp.buf = b
+		fingerprints.Put(fp)
+	}
 	return sum
 }
 
-func field[T string | []byte](h hash.Hash, b T) {
-	var n [8]byte
-	binary.BigEndian.PutUint64(n[:], uint64(len(b)))
-	h.Write(n[:])
-	h.Write([]byte(b))
+// fingerprinter is a pooled SHA-256 with its scratch buffers: the request's
+// fields are encoded into buf and hashed with one Write, then the body.
+type fingerprinter struct {
+	h   hash.Hash
+	buf []byte
+	sum []byte
+}
+
+var fingerprints = sync.Pool{New: func() any { return &fingerprinter{h: sha256.New()} }}
+
+// field appends b, length-prefixed.
+func field(dst []byte, b string) []byte {
+	dst = binary.BigEndian.AppendUint64(dst, uint64(len(b)))
+	return append(dst, b...)
 }

@@ -322,6 +322,9 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		Fingerprint: st.fp[:],
 		Place:       m.o.Place,
 		ExpiresAt:   m.now().Add(m.o.Retention),
+		// A fresh answer stays in this process until the handler's
+		// answer is stored (or the key released): see spent.Claim.Early.
+		Early: true,
 	})
 	if err != nil {
 		m.ledgerFailure(w, err)
@@ -347,6 +350,18 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	}
 }
 
+// bodyReader is the request body the handler reads: the bytes read once.
+type bodyReader struct{ bytes.Reader }
+
+func newBodyReader(b []byte) *bodyReader {
+	r := &bodyReader{}
+	r.Reset(b)
+	return r
+}
+
+// Close implements io.Closer.
+func (*bodyReader) Close() error { return nil }
+
 // readBody reads the whole request body, up to MaxBody; a non-zero status
 // says why it could not.
 func (m *Middleware) readBody(r *http.Request) ([]byte, int) {
@@ -357,6 +372,23 @@ func (m *Middleware) readBody(r *http.Request) ([]byte, int) {
 		return []byte{}, 0
 	}
 	n := r.ContentLength
+	if n >= 0 && n <= 64<<10 {
+		// The announced length and no more: one buffer of the right
+		// size, where a growing buffer would start at 512 bytes.
+		b := make([]byte, n+1)
+		k, err := io.ReadFull(r.Body, b)
+		switch {
+		case err == io.ErrUnexpectedEOF && int64(k) == n:
+			return b[:n], 0 // the body as announced, then its end
+		case err == nil:
+			return nil, http.StatusBadRequest // longer than announced
+		}
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, http.StatusRequestEntityTooLarge
+		}
+		return nil, http.StatusBadRequest
+	}
 	if n < 0 || n > 64<<10 {
 		n = 512
 	}
@@ -387,9 +419,9 @@ func retryFailed(status int) bool {
 func (m *Middleware) run(w http.ResponseWriter, r *http.Request, next http.Handler, st *reqState, body []byte) {
 	cw := newCapture(m.o.MaxResponse)
 	r2 := r.WithContext(context.WithValue(r.Context(), stateKey{}, st))
-	r2.Body = io.NopCloser(bytes.NewReader(body))
+	r2.Body = newBodyReader(body)
 	r2.ContentLength = int64(len(body))
-	r2.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	r2.GetBody = func() (io.ReadCloser, error) { return newBodyReader(body), nil }
 	pv, panicked := call(next, cw, r2)
 	hook("captured")
 

@@ -23,7 +23,19 @@
 // commit; a waiter goroutine answers the round's callers once that sync is
 // done, while the next round is already being decided. Under load a round
 // holds every call that arrived during the previous sync, so each fsync
-// answers many callers.
+// answers many callers. A round that writes one key several times puts only
+// the last write in its batch.
+//
+// A fresh Early claim of a new key ([spent.ClaimOp].Early) is answered at
+// once and held in memory, not written: its Complete writes the complete
+// record (one write where a claim and its completion made two), its Release
+// forgets it, and any other call that looks at it first writes it and waits
+// for that write's sync, so that nothing it answers can be lost.
+//
+// The WAL is zero-filled ahead of pebble's writes (see prefill.go), so that
+// a round's fdatasync overwrites blocks already written and need not commit
+// the file's growth to the file system's journal, which on ext4 makes it
+// slower (1.3 to 2 times, measured: see BENCHMARKS.md).
 //
 // An in-memory existence filter, a set of 64-bit fingerprints of the stored
 // keys, answers "certainly absent" for a fresh key, so that first claims,
@@ -43,6 +55,10 @@
 //   - Durable before reply: Claim, ClaimBatch, Complete, Release and
 //     ReserveSeq return only after their writes are in a synced WAL
 //     (fdatasync), so they survive a crash of the process or of the machine.
+//     The one exception is asked for: a fresh Early claim
+//     ([spent.ClaimOp].Early) is answered when decided, and its caller
+//     waits for a later write of its own (its Complete) before anything
+//     leaves the process; a crash before then forgets the claim.
 //     Get and ListPending answer only after the sync covering every write
 //     they could have seen, so they never report a record that a crash could
 //     take back.

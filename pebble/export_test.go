@@ -61,6 +61,12 @@ func WithFS(o Options, fs vfs.FS) Options {
 	return o
 }
 
+// WithPlainWAL returns o set not to zero-fill the WAL ahead of writes.
+func WithPlainWAL(o Options) Options {
+	o.plainWAL = true
+	return o
+}
+
 // EncodeRecord returns the stored value of r.
 func EncodeRecord(r *spent.Record) []byte { return appendRecord(nil, r) }
 

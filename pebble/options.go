@@ -37,6 +37,9 @@ type Options struct {
 	// fs is the file system; nil means the operating system's. Tests set a
 	// crashable in-memory one.
 	fs vfs.FS
+	// plainWAL turns off the WAL zero-filling (prefill.go), for the
+	// benchmark that measures what it gains.
+	plainWAL bool
 }
 
 // DefaultOptions returns the options Open is meant to run with: a filter that

@@ -71,8 +71,9 @@ type request struct {
 	counted spent.CountResult
 	err     error
 
-	done chan struct{} // one value per use, sent by the waiter
-	gone bool          // queued, and the caller stopped waiting
+	done  chan struct{} // one value per use, sent by the waiter (or early, by the decision goroutine)
+	gone  bool          // queued, and the caller stopped waiting
+	early bool          // answered when decided, before the round's sync (see add)
 }
 
 var requests = sync.Pool{New: func() any { return &request{done: make(chan struct{}, 1)} }}
@@ -180,6 +181,12 @@ func (rd *round) build(db *pdb.DB) (*pdb.Batch, error) {
 	b := db.NewBatchWithSize(len(rd.buf) + 8*len(rd.writes) + 64)
 	for i := range rd.writes {
 		w := &rd.writes[i]
+		if !rd.rangeDel && i+1 < len(rd.writes) && bytes.Equal(rd.key(w), rd.key(&rd.writes[i+1])) {
+			// A later write of the same key in this round shadows
+			// this one (a record completed in the round it was
+			// claimed in, say): only the last is applied.
+			continue
+		}
 		var err error
 		switch w.kind {
 		case writeSet:
@@ -328,11 +335,20 @@ const maxYields = 4
 // size is the weight of r in a round: its number of claims, at least one.
 func (r *request) size() int { return max(1, len(r.claims)) }
 
-// add decides r into rd and returns its size.
+// add decides r into rd and returns its size. A request decided early (a
+// fresh Early claim, see spent.ClaimOp) is answered at once and leaves the
+// round: its caller may recycle it as soon as it is answered, and the
+// round keeps nothing of it (the overlay, or Store.held, holds a copy of
+// its record).
 func (s *Store) add(rd *round, r *request) int {
-	rd.reqs = append(rd.reqs, r)
+	n := r.size()
 	s.decideOne(rd, r)
-	return r.size()
+	if r.early {
+		r.done <- struct{}{}
+		return n
+	}
+	rd.reqs = append(rd.reqs, r)
+	return n
 }
 
 // seal applies the round's batch without waiting for its sync and hands the
@@ -416,7 +432,7 @@ func (s *Store) decideOne(rd *round, r *request) {
 	case kindClaim:
 		var claims, inserted uint64
 		for i := range r.claims {
-			res, err := s.claim(rd, &r.claims[i])
+			res, err := s.claim(rd, &r.claims[i], len(r.claims) == 1 && r.claims[i].Early)
 			if err != nil {
 				r.err = err
 				break
@@ -429,7 +445,13 @@ func (s *Store) decideOne(rd *round, r *request) {
 		}
 		s.stats.claims.Add(claims)
 		s.stats.inserted.Add(inserted)
+		r.early = r.err == nil && len(r.claims) == 1 && r.claims[0].Early && r.results[0].Inserted &&
+			r.claims[0].Record.State == spent.StatePending
 	case kindGet:
+		if p, ok := s.held[r.key]; ok {
+			// The answer reports it: it must be durable first.
+			s.materialize(rd, &r.key, p)
+		}
 		cur, found, shared, err := s.lookup(&r.key)
 		switch {
 		case err != nil:
@@ -494,9 +516,27 @@ func (s *Store) lookup(h *spent.Hash) (rec spent.Record, found, shared bool, err
 	return rec, true, false, nil
 }
 
-// claim decides one claim.
-func (s *Store) claim(rd *round, op *spent.ClaimOp) (spent.ClaimResult, error) {
+// maxHeld bounds the records the store holds in memory for fresh Early
+// claims (see Store.held); beyond it, an Early claim writes its record as
+// any claim does.
+const maxHeld = 1 << 16
+
+// claim decides one claim. With hold set (a lone Early claim), a fresh
+// claim of a key that has no record is held in memory instead of written.
+func (s *Store) claim(rd *round, op *spent.ClaimOp, hold bool) (spent.ClaimResult, error) {
 	h := &op.Record.Key
+	counted := false // the filter counts h already
+	if p, ok := s.held[*h]; ok {
+		if spent.FreeAt(p, op.Now, op.Retake) {
+			// Never written: forgetting it is enough.
+			delete(s.held, *h)
+			counted = true
+		} else {
+			// This answer reports the held record, so it must be
+			// durable first: write it in this round.
+			s.materialize(rd, h, p)
+		}
+	}
 	cur, found, shared, err := s.lookup(h)
 	if err != nil {
 		return spent.ClaimResult{}, err
@@ -510,11 +550,67 @@ func (s *Store) claim(rd *round, op *spent.ClaimOp) (spent.ClaimResult, error) {
 	if found {
 		// An expired record, or a pending one retaken: replace it.
 		s.unindex(rd, &cur)
-	} else {
+	} else if !counted {
 		s.filter.insert(fingerprint(h))
 	}
-	s.put(rd, &op.Record, true)
+	if hold && !found && op.Record.State == spent.StatePending && len(s.held) < maxHeld {
+		c := cloneRecord(&op.Record)
+		s.held[*h] = &c
+		s.stats.held.Add(1)
+		return spent.ClaimResult{Inserted: true, Record: op.Record}, nil
+	}
+	rec := &op.Record
+	if op.Early {
+		// Its caller may be answered, and reuse op, before the round
+		// is sealed: the overlay keeps a copy.
+		c := cloneRecord(rec)
+		rec = &c
+	}
+	s.put(rd, rec, true)
 	return spent.ClaimResult{Inserted: true, Record: op.Record}, nil
+}
+
+// dropHeld forgets the held record of h, which was never written, so the
+// filter forgets h at once.
+func (s *Store) dropHeld(h *spent.Hash) {
+	delete(s.held, *h)
+	s.filter.remove(fingerprint(h))
+}
+
+// forgetHeld forgets the held records that expired by now (whose caller
+// never completed nor released them), as a sweep does stored ones; a
+// sweep calls it first. Few are held at a time: about one per request in
+// flight.
+func (s *Store) forgetHeld(now time.Time) {
+	for h, p := range s.held {
+		if !p.LiveAt(now) {
+			s.dropHeld(&h)
+		}
+	}
+}
+
+// materialize writes the held record p of h in rd, with its index entries,
+// as its claim would have: from then on it is an ordinary record.
+func (s *Store) materialize(rd *round, h *spent.Hash, p *spent.Record) {
+	delete(s.held, *h)
+	s.put(rd, p, true)
+}
+
+// heldPending returns the held record of key if there is one, with the
+// error Complete or Release gets for it (see Store.pending). An expired one
+// is forgotten.
+func (s *Store) heldPending(key *spent.Hash, seq spent.Seq, now time.Time) (*spent.Record, bool, error) {
+	p, ok := s.held[*key]
+	switch {
+	case !ok:
+		return nil, false, nil
+	case !p.LiveAt(now):
+		s.dropHeld(key)
+		return p, true, spent.ErrNotFound
+	case p.Seq != seq:
+		return p, true, spent.ErrSeqMismatch
+	}
+	return p, true, nil
 }
 
 // put writes rec and its index entries (the expiry entry only when
@@ -586,6 +682,20 @@ func (s *Store) pending(key *spent.Hash, seq spent.Seq, now time.Time) (spent.Re
 }
 
 func (s *Store) complete(rd *round, r *request) (spent.Record, error) {
+	if p, ok, err := s.heldPending(&r.key, r.seq, r.now); ok {
+		if err != nil {
+			return spent.Record{}, err
+		}
+		// Nothing was written for it: write the complete record with
+		// its expiry entry.
+		delete(s.held, r.key)
+		rec := p
+		rec.State = spent.StateComplete
+		rec.Result = append(make([]byte, 0, len(r.result)), r.result...)
+		rec.LeaseUntil = time.Time{}
+		s.put(rd, rec, true)
+		return cloneRecord(rec), nil
+	}
 	cur, shared, err := s.pending(&r.key, r.seq, r.now)
 	if errors.Is(err, spent.ErrNotPending) && cur.Seq == r.seq && bytes.Equal(cur.Result, r.result) {
 		// A retried completion: already done, with these very bytes.
@@ -614,6 +724,14 @@ func (s *Store) complete(rd *round, r *request) (spent.Record, error) {
 }
 
 func (s *Store) release(rd *round, r *request) error {
+	if _, ok, err := s.heldPending(&r.key, r.seq, r.now); ok {
+		if err != nil {
+			return err
+		}
+		// Never written: forgetting it is enough.
+		s.dropHeld(&r.key)
+		return nil
+	}
 	cur, _, err := s.pending(&r.key, r.seq, r.now)
 	if err != nil {
 		return err
@@ -626,6 +744,7 @@ func (s *Store) release(rd *round, r *request) error {
 // expiry index from s.sweepFrom, and drops the walked span of the index with
 // one range deletion. It is the first request of its round.
 func (s *Store) sweep(rd *round, now time.Time, limit int) (int, error) {
+	s.forgetHeld(now)
 	upper := expiryBound(now)
 	if bytes.Compare(s.sweepFrom, upper) >= 0 {
 		return 0, nil

@@ -36,8 +36,14 @@ type Store struct {
 	removals  []uint64                          // filter removals once this round applies
 	counters  map[spent.Hash]*spent.CountResult // this round's counter writes; nil means deleted
 	sweepFrom []byte                            // no expiry-index key sorts before it
-	kbuf      []byte                            // scratch key
-	vbuf      []byte                            // scratch value
+	// held are the records of fresh Early claims of new keys, kept in
+	// memory only until their Complete (which writes the complete record),
+	// their Release (which forgets it) or the first other request that
+	// looks at them (which writes it first, see materialize). A crash
+	// loses them, which the Early promise allows.
+	held map[spent.Hash]*spent.Record
+	kbuf []byte // scratch key
+	vbuf []byte // scratch value
 
 	rounds    chan *round               // decided rounds, in order, to the waiter
 	free      chan struct{}             // sync slots: a round is sealed only with one
@@ -52,6 +58,7 @@ type Store struct {
 		filterEntries, filterBytes      atomic.Int64
 		rounds, claims, inserted, syncs atomic.Uint64
 		filterSkips, reads, swept       atomic.Uint64
+		held                            atomic.Uint64
 	}
 }
 
@@ -91,6 +98,9 @@ type Stats struct {
 	Reads uint64
 	// Swept is the number of records DeleteExpired removed.
 	Swept uint64
+	// Held is the number of fresh Early claims held in memory instead of
+	// written (see [spent.ClaimOp].Early).
+	Held uint64
 }
 
 // Open opens the store kept in dir, creating dir if needed, and rebuilds the
@@ -117,7 +127,10 @@ func Open(dir string, opts Options) (*Store, error) {
 		MemTableSize:       opts.MemTableSize,
 		FormatMajorVersion: formatMajorVersion,
 		Logger:             logger{log},
-		FS:                 fs,
+		FS:                 walFS{fs}, // see prefill.go
+	}
+	if opts.plainWAL {
+		po.FS = fs
 	}
 	for i := range po.Levels {
 		po.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
@@ -131,6 +144,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		opts:      opts,
 		reqs:      make(chan *request, 2*opts.MaxBatchRound),
 		overlay:   make(map[spent.Hash]*spent.Record),
+		held:      make(map[spent.Hash]*spent.Record),
 		counters:  make(map[spent.Hash]*spent.CountResult),
 		seqs:      make(map[uint32]uint64),
 		sweepFrom: []byte(prefixExpiry),
@@ -220,6 +234,7 @@ func (s *Store) Stats() Stats {
 		FilterSkips:   st.filterSkips.Load(),
 		Reads:         st.reads.Load(),
 		Swept:         st.swept.Load(),
+		Held:          st.held.Load(),
 	}
 }
 

@@ -757,3 +757,38 @@ func testReplay(t *testing.T, h Harness) {
 		})
 	})
 }
+
+// testEarly checks that an Early claim is decided like any other two-step
+// claim: a store may answer it sooner, never differently. Its record then
+// blocks the key, a Release frees it, and a Complete makes it durable.
+func testEarly(t *testing.T, h Harness) {
+	forEachNamespace(t, allNamespaces, func(t *testing.T, ns string) {
+		e := newEnv(t, h)
+		early := twoStep(ns, "k")
+		early.Early = true
+		first := e.claimWant(early, spent.Fresh)
+		if first.Record.State != spent.StatePending {
+			t.Fatalf("early claim: state %s, want pending", first.Record.State)
+		}
+		e.claimWant(early, spent.InProgress)
+		e.claimWant(twoStep(ns, "k"), spent.InProgress)
+		wantCode(t, "Release", e.release(spent.Release{Namespace: ns, Key: "k", Seq: first.Record.Seq}), "")
+		again := e.claimWant(early, spent.Fresh)
+		if again.Record.Seq == first.Record.Seq {
+			t.Fatalf("early claim after Release: seq %v again", again.Record.Seq)
+		}
+		if _, err := e.complete(spent.Completion{Namespace: ns, Key: "k", Seq: again.Record.Seq, Result: []byte("r")}); err != nil {
+			t.Fatalf("Complete: %v", err)
+		}
+		e.reopen()
+		res := e.claimWant(early, secondAnswer(ns))
+		if res.Record.Seq != again.Record.Seq || (isEcho(ns) && string(res.Record.Result) != "r") {
+			t.Fatalf("after reopen: seq %v result %q, want seq %v result \"r\"", res.Record.Seq, res.Record.Result, again.Record.Seq)
+		}
+		// An early one-step claim is an ordinary one-step claim.
+		one := oneStep(ns, "one", []byte("x"))
+		one.Early = true
+		e.claimWant(one, spent.Fresh)
+		e.claimWant(one, secondAnswer(ns))
+	})
+}

@@ -97,6 +97,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Claim", func(t *testing.T) { testClaim(t, h) })
 	t.Run("Complete", func(t *testing.T) { testComplete(t, h) })
 	t.Run("Release", func(t *testing.T) { testRelease(t, h) })
+	t.Run("Early", func(t *testing.T) { testEarly(t, h) })
 	t.Run("Lease", func(t *testing.T) { testLeases(t, h) })
 	t.Run("Expiry", func(t *testing.T) { testExpiry(t, h) })
 	t.Run("Replay", func(t *testing.T) { testReplay(t, h) })
