@@ -161,47 +161,6 @@ func TestHeldClaimReleaseAndRetake(t *testing.T) {
 	}
 }
 
-// TestConcurrentEarlyClaimsOfOneKey races early and ordinary claims of one
-// key: exactly one is inserted, and every other claimer sees its record.
-func TestConcurrentEarlyClaimsOfOneKey(t *testing.T) {
-	s := MustOpen(t, t.TempDir())
-	defer MustClose(t, s)
-	rng := rand.New(rand.NewPCG(37, 38))
-	for round := range 20 {
-		h := randHash(rng)
-		const claimers = 48
-		var inserted atomic.Int32
-		seqs := make([]spent.Seq, claimers)
-		var wg sync.WaitGroup
-		for i := range claimers {
-			wg.Go(func() {
-				op := earlyOp(h, uint64(round*claimers+i+1))
-				if i%3 == 1 {
-					op.Early = false
-				}
-				res, err := s.Claim(context.Background(), op)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				if res.Inserted {
-					inserted.Add(1)
-				}
-				seqs[i] = res.Record.Seq
-			})
-		}
-		wg.Wait()
-		if got := inserted.Load(); got != 1 {
-			t.Fatalf("round %d: %d claims inserted, want 1", round, got)
-		}
-		for i := range seqs {
-			if seqs[i] != seqs[0] {
-				t.Fatalf("round %d: claimer %d saw seq %v, claimer 0 saw %v", round, i, seqs[i], seqs[0])
-			}
-		}
-	}
-}
-
 // TestSweepBehindUnsyncedWrites checks that calls that need a round of
 // their own (a sweep, a batch too large for the round being formed) are
 // answered when the round before them holds only writes no caller waits

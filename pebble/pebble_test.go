@@ -563,6 +563,9 @@ func TestReserveSeq(t *testing.T) {
 	}
 }
 
+// TestConcurrentClaimsOfOneKey races claims of one key of every kind (one-step,
+// in a batch, two-step, Early and so held in memory when fresh): exactly one
+// is inserted, and every claimer sees its record.
 func TestConcurrentClaimsOfOneKey(t *testing.T) {
 	s := MustOpen(t, t.TempDir())
 	rng := rand.New(rand.NewPCG(13, 14))
@@ -574,10 +577,17 @@ func TestConcurrentClaimsOfOneKey(t *testing.T) {
 		var wg sync.WaitGroup
 		for i := 0; i < claimers; i++ {
 			wg.Go(func() {
-				op := completeOp(h, uint64(round*claimers+i+1), t0, t0.Add(time.Hour))
+				seq := uint64(round*claimers + i + 1)
+				op := completeOp(h, seq, t0, t0.Add(time.Hour))
+				switch i % 4 {
+				case 0: // an Early two-step claim, held in memory if fresh
+					op = earlyOp(h, seq)
+				case 3:
+					op = pendingOp("ns", h, seq, t0, t0.Add(time.Minute), t0.Add(time.Hour))
+				}
 				var res spent.ClaimResult
 				var err error
-				if i%2 == 0 {
+				if i%4 != 1 {
 					res, err = s.Claim(context.Background(), op)
 				} else {
 					var rs []spent.ClaimResult
