@@ -78,7 +78,8 @@ const syncSlots = 1
 // Stats are counters of a Store's work since Open.
 type Stats struct {
 	// FilterEntries is the number of keys in the existence filter: every
-	// record physically stored, expired-but-unswept ones included.
+	// record physically stored, expired-but-unswept ones included, and
+	// every Early claim held in memory.
 	FilterEntries int64
 	// FilterBytes is the memory held by the existence filter's table.
 	FilterBytes int64

@@ -64,7 +64,7 @@ func TestServe(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		for _, name := range []string{"go_goroutines", "process_", sphttp.MetricClaims, "spent_sweep_last_success_timestamp_seconds",
 			// The claim, the store's secret check and the fence's canary.
-			"spent_store_records 3"} {
+			"spent_store_records 3", "spent_store_held_total 0"} {
 			if !bytes.Contains(b, []byte(name)) {
 				t.Errorf("/metrics lacks %s", name)
 			}

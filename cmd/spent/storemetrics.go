@@ -19,7 +19,7 @@ var storeMetrics = []struct {
 	kind       prometheus.ValueType
 	value      func(*pebble.Stats) float64
 }{
-	{"spent_store_records", "Records physically held by the store, expired but unswept ones included (the existence filter's entries).",
+	{"spent_store_records", "Records physically held by the store, expired but unswept ones and early claims held in memory included (the existence filter's entries).",
 		prometheus.GaugeValue, func(s *pebble.Stats) float64 { return float64(s.FilterEntries) }},
 	{"spent_store_filter_bytes", "Memory held by the store's existence filter.",
 		prometheus.GaugeValue, func(s *pebble.Stats) float64 { return float64(s.FilterBytes) }},
@@ -37,6 +37,8 @@ var storeMetrics = []struct {
 		prometheus.CounterValue, func(s *pebble.Stats) float64 { return float64(s.Reads) }},
 	{"spent_store_swept_total", "Expired records the store removed.",
 		prometheus.CounterValue, func(s *pebble.Stats) float64 { return float64(s.Swept) }},
+	{"spent_store_held_total", "Fresh early claims (the idempotency middleware's) held in memory instead of written.",
+		prometheus.CounterValue, func(s *pebble.Stats) float64 { return float64(s.Held) }},
 }
 
 func newStoreCollector(s *pebble.Store) *storeCollector {
