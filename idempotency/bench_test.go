@@ -6,11 +6,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -27,7 +29,11 @@ import (
 // requests, then the next, eight times over, so that a machine whose speed
 // drifts during the run (these are shared) slows them alike. It reports each
 // case's requests/s and, for the middleware cases, that rate as a fraction
-// of the bare rate ("-of-bare"):
+// of the bare rate ("-of-bare"). It also reports each case's process CPU
+// time per request ("-cpu-us/req") and the share of the GOMAXPROCS cores
+// the process kept busy while the case ran ("-busy"), so that a ratio can be
+// read as the two causes it is made of: the CPU each request costs, and the
+// CPU the case leaves idle while it waits (for its WAL syncs, say):
 //
 //	go test ./idempotency -run '^$' -bench DoNothing -benchtime 40000x -count 3
 //
@@ -93,6 +99,8 @@ func BenchmarkDoNothing(b *testing.B) {
 			for _, c := range cases {
 				rate := float64(b.N) / c.took.Seconds()
 				b.ReportMetric(rate, c.name+"-req/s")
+				b.ReportMetric(float64(c.cpu.Microseconds())/float64(b.N), c.name+"-cpu-us/req")
+				b.ReportMetric(c.cpu.Seconds()/c.took.Seconds()/float64(runtime.GOMAXPROCS(0)), c.name+"-busy")
 				if c.name == "bare" {
 					bare = rate
 				} else if bare > 0 {
@@ -129,6 +137,7 @@ type benchCase struct {
 	prefix  string
 	next    int64         // keys used so far
 	took    time.Duration // serving its requests, all turns
+	cpu     time.Duration // the process's CPU time meanwhile
 }
 
 func newBenchCase(b *testing.B, name string, clients int, h http.Handler) *benchCase {
@@ -152,6 +161,7 @@ func (c *benchCase) run(b *testing.B, n int) {
 	end := c.next + int64(n)
 	var wg sync.WaitGroup
 	var failed atomic.Value
+	cpu0 := processCPU(b)
 	start := time.Now()
 	for range c.clients {
 		wg.Go(func() {
@@ -181,10 +191,20 @@ func (c *benchCase) run(b *testing.B, n int) {
 	}
 	wg.Wait()
 	c.took += time.Since(start)
+	c.cpu += processCPU(b) - cpu0
 	c.next = end
 	if f := failed.Load(); f != nil {
 		b.Fatal(c.name + ": " + f.(string))
 	}
+}
+
+// processCPU returns the user and system CPU time this process has used.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // init reads the benchmark's concurrency, and the one case to run, from the
