@@ -84,12 +84,23 @@ type env struct {
 
 func newEnv(t *testing.T, mod func(*idempotency.Options)) *env {
 	t.Helper()
+	return newEnvWrapped(t, mod, nil)
+}
+
+// newEnvWrapped is newEnv with the ledger on wrap(store) instead of the
+// in-memory store itself, when wrap is not nil.
+func newEnvWrapped(t *testing.T, mod func(*idempotency.Options), wrap func(spent.Store) spent.Store) *env {
+	t.Helper()
 	e := &env{t: t, clock: newClock(), store: inmem.New(), app: newApp()}
 	o := testOptions()
 	if mod != nil {
 		mod(&o)
 	}
-	l, err := spent.NewLedger(context.Background(), e.store, ledgerConfig(o, testLease, e.clock.Now))
+	var st spent.Store = e.store
+	if wrap != nil {
+		st = wrap(e.store)
+	}
+	l, err := spent.NewLedger(context.Background(), st, ledgerConfig(o, testLease, e.clock.Now))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -288,6 +289,59 @@ func TestAnswerInMarkerOnly(t *testing.T) {
 	want{status: 201, replayed: true}.check(t, "again", a)
 	if e.app.runs.Load() != runs || e.app.effects.Load() != 1 {
 		t.Fatalf("runs %d -> %d, effects %d: want the record to replay without the handler, one effect", runs, e.app.runs.Load(), e.app.effects.Load())
+	}
+}
+
+// stallingStore is a store whose Complete, while stalled, hangs until its
+// context ends, as a store on a stuck disk or behind a lost connection does.
+type stallingStore struct {
+	spent.Store
+	stalled     atomic.Bool
+	hadDeadline atomic.Bool
+}
+
+func (s *stallingStore) Complete(ctx context.Context, key spent.Hash, seq spent.Seq, result []byte, now time.Time) (spent.Record, error) {
+	if s.stalled.Load() {
+		_, ok := ctx.Deadline()
+		s.hadDeadline.Store(ok)
+		<-ctx.Done()
+		return spent.Record{}, ctx.Err()
+	}
+	return s.Store.Complete(ctx, key, seq, result, now)
+}
+
+// TestStoreTimeout stalls the store while the middleware stores an answer:
+// the request must end after StoreTimeout with 503 (fail closed, nothing
+// sent), and the key stays held until its lease runs out, after which a
+// retry runs the handler again.
+func TestStoreTimeout(t *testing.T) {
+	const timeout = 200 * time.Millisecond
+	var st *stallingStore
+	e := newEnvWrapped(t, func(o *idempotency.Options) { o.StoreTimeout = timeout }, func(s spent.Store) spent.Store {
+		st = &stallingStore{Store: s}
+		return st
+	})
+	st.stalled.Store(true)
+	start := time.Now()
+	a := e.send(req{key: "k", do: "noapply"})
+	took := time.Since(start)
+	want{status: 503, code: idempotency.CodeUnavailable, header: map[string]string{"Retry-After": "1"}}.check(t, "stalled store", a)
+	if took < timeout {
+		t.Fatalf("answered after %v: the store call was given up before StoreTimeout (%v)", took, timeout)
+	}
+	if !st.hadDeadline.Load() {
+		t.Fatal("the store call had no deadline")
+	}
+	st.stalled.Store(false)
+	want{status: 409, code: idempotency.CodeInProgress}.check(t, "retry within the lease", e.send(req{key: "k", do: "noapply"}))
+	if runs := e.app.runs.Load(); runs != 1 {
+		t.Fatalf("handler runs: got %d, want 1 while the key is held", runs)
+	}
+	e.clock.Advance(testLease)
+	want{status: 200}.check(t, "retry after the lease", e.send(req{key: "k", do: "noapply"}))
+	want{status: 200, replayed: true}.check(t, "then", e.send(req{key: "k", do: "noapply"}))
+	if runs := e.app.runs.Load(); runs != 2 {
+		t.Fatalf("handler runs: got %d, want 2", runs)
 	}
 }
 
