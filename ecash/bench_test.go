@@ -6,11 +6,11 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/spentledger/spent/ecash"
+	"github.com/spentledger/spent/internal/cputime"
 	"github.com/spentledger/spent/pebble"
 )
 
@@ -185,8 +185,8 @@ func BenchmarkSpendVsReplay(b *testing.B) {
 	}
 	var firstCPU, replayCPU time.Duration
 	run := func(bodies [][]byte, replayed bool, cpu *time.Duration) time.Duration {
-		c0 := cpuTime()
-		defer func() { *cpu += cpuTime() - c0 }()
+		c0 := cputime.Used()
+		defer func() { *cpu += cputime.Used() - c0 }()
 		start := time.Now()
 		var next atomic.Int64
 		var wg sync.WaitGroup
@@ -226,12 +226,4 @@ func BenchmarkSpendVsReplay(b *testing.B) {
 	b.ReportMetric(cpuSpend*1e6, "cpu-µs/spend")
 	b.ReportMetric(cpuReplay*1e6, "cpu-µs/replay")
 	b.ReportMetric(cpuSpend/cpuReplay, "cpu-ratio")
-}
-
-// cpuTime returns the CPU time (user + system) the process has used: on a
-// machine shared with other jobs, a steadier measure of cost than wall time.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -12,13 +12,13 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/spentledger/spent"
 	"github.com/spentledger/spent/idempotency"
 	"github.com/spentledger/spent/inmem"
+	"github.com/spentledger/spent/internal/cputime"
 	"github.com/spentledger/spent/pebble"
 )
 
@@ -161,7 +161,7 @@ func (c *benchCase) run(b *testing.B, n int) {
 	end := c.next + int64(n)
 	var wg sync.WaitGroup
 	var failed atomic.Value
-	cpu0 := processCPU(b)
+	cpu0 := cputime.Used()
 	start := time.Now()
 	for range c.clients {
 		wg.Go(func() {
@@ -191,20 +191,11 @@ func (c *benchCase) run(b *testing.B, n int) {
 	}
 	wg.Wait()
 	c.took += time.Since(start)
-	c.cpu += processCPU(b) - cpu0
+	c.cpu += cputime.Used() - cpu0
 	c.next = end
 	if f := failed.Load(); f != nil {
 		b.Fatal(c.name + ": " + f.(string))
 	}
-}
-
-// processCPU returns the user and system CPU time this process has used.
-func processCPU(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // init reads the benchmark's concurrency, and the one case to run, from the

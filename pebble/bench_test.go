@@ -15,6 +15,7 @@ import (
 
 	pdb "github.com/cockroachdb/pebble/v2"
 	"github.com/spentledger/spent"
+	"github.com/spentledger/spent/internal/cputime"
 	"github.com/spentledger/spent/pebble"
 )
 
@@ -47,7 +48,7 @@ func runClaimers(b *testing.B, workers int, claim func(rng *rand.Rand, seq uint6
 	var next atomic.Int64
 	var seqs atomic.Uint64
 	var wg sync.WaitGroup
-	cpu := cpuTime()
+	cpu := cputime.Used()
 	b.ResetTimer()
 	for w := 0; w < workers; w++ {
 		wg.Go(func() {
@@ -65,20 +66,11 @@ func runClaimers(b *testing.B, workers int, claim func(rng *rand.Rand, seq uint6
 	reportRate(b, cpu)
 }
 
-// cpuTime returns the CPU time the process has used.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 // reportRate reports claims/s and the CPU time the whole process spent per
 // claim, which depends less than claims/s on what else the machine runs.
 func reportRate(b *testing.B, cpuBefore time.Duration) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "claims/s")
-	b.ReportMetric(float64(cpuTime()-cpuBefore)/1e3/float64(b.N), "cpu-µs/claim")
+	b.ReportMetric(float64(cputime.Used()-cpuBefore)/1e3/float64(b.N), "cpu-µs/claim")
 }
 
 // runBatches is runClaimers for callers that send size claims at a time.
@@ -87,7 +79,7 @@ func runBatches(b *testing.B, callers, size int, claim func(ops []spent.ClaimOp)
 	var next atomic.Int64
 	var seqs atomic.Uint64
 	var wg sync.WaitGroup
-	cpu := cpuTime()
+	cpu := cputime.Used()
 	b.ResetTimer()
 	for c := 0; c < callers; c++ {
 		wg.Go(func() {
@@ -330,7 +322,7 @@ func BenchmarkSyncedWrite(b *testing.B) {
 	if err := f.Sync(); err != nil {
 		b.Fatal(err)
 	}
-	cpu := cpuTime()
+	cpu := cputime.Used()
 	b.ResetTimer()
 	for i := range b.N {
 		if _, err := f.WriteAt(buf, int64(i%blocks)*int64(len(buf))); err != nil {
@@ -341,5 +333,5 @@ func BenchmarkSyncedWrite(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	b.ReportMetric(float64(cpuTime()-cpu)/1e3/float64(b.N), "cpu-µs/write")
+	b.ReportMetric(float64(cputime.Used()-cpu)/1e3/float64(b.N), "cpu-µs/write")
 }

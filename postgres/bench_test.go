@@ -8,13 +8,13 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spentledger/spent"
+	"github.com/spentledger/spent/internal/cputime"
 	"github.com/spentledger/spent/internal/pgtest"
 	"github.com/spentledger/spent/postgres"
 )
@@ -193,7 +193,7 @@ func runClaimers(b *testing.B, workers int, claim func(rng *rand.Rand, seq uint6
 	var next atomic.Int64
 	var seqs atomic.Uint64
 	var wg sync.WaitGroup
-	cpu := cpuTime()
+	cpu := cputime.Used()
 	b.ResetTimer()
 	for w := range workers {
 		wg.Go(func() {
@@ -217,7 +217,7 @@ func runBatches(b *testing.B, callers, size int, claim func(ops []spent.ClaimOp)
 	var next atomic.Int64
 	var seqs atomic.Uint64
 	var wg sync.WaitGroup
-	cpu := cpuTime()
+	cpu := cputime.Used()
 	b.ResetTimer()
 	for c := range callers {
 		wg.Go(func() {
@@ -243,17 +243,8 @@ func runBatches(b *testing.B, callers, size int, claim func(ops []spent.ClaimOp)
 	reportRate(b, cpu)
 }
 
-// cpuTime returns the CPU time this process (the client side) has used.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 // reportRate reports claims/s and the client's CPU time per claim.
 func reportRate(b *testing.B, cpuBefore time.Duration) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "claims/s")
-	b.ReportMetric(float64(cpuTime()-cpuBefore)/1e3/float64(b.N), "client-cpu-µs/claim")
+	b.ReportMetric(float64(cputime.Used()-cpuBefore)/1e3/float64(b.N), "client-cpu-µs/claim")
 }

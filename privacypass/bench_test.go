@@ -10,13 +10,13 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	circl "github.com/cloudflare/circl/blindsign/blindrsa"
 
 	"github.com/spentledger/spent"
+	"github.com/spentledger/spent/internal/cputime"
 	"github.com/spentledger/spent/pebble"
 	"github.com/spentledger/spent/privacypass"
 	"github.com/spentledger/spent/privacypass/blindsign"
@@ -207,15 +207,6 @@ func sharedBenchEnv(b *testing.B) *benchEnv {
 
 const benchParallelism = 32 // goroutines per CPU in parallel benchmarks
 
-// cpuTime returns the CPU time (user and system) this process used so far.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 // measure runs a parallel benchmark body with 32 goroutines per CPU and
 // reports the rate (what/s, wall clock) and the CPU time the whole process
 // spent per op (cpu-µs/op: client and server together for HTTP). On a
@@ -224,7 +215,7 @@ func cpuTime() time.Duration {
 // the process could sustain on its cores alone.
 func measure(b *testing.B, what string, op func() error) {
 	b.SetParallelism(benchParallelism)
-	start := cpuTime()
+	start := cputime.Used()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
@@ -235,7 +226,7 @@ func measure(b *testing.B, what string, op func() error) {
 		}
 	})
 	b.StopTimer()
-	cpu := cpuTime() - start
+	cpu := cputime.Used() - start
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), what+"/s")
 	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/op")
 }

@@ -10,12 +10,12 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/spentledger/spent"
+	"github.com/spentledger/spent/internal/cputime"
 	"github.com/spentledger/spent/internal/redistest"
 )
 
@@ -51,7 +51,7 @@ func runClaimers(b *testing.B, workers int, claim func(rng *rand.Rand, seq uint6
 	var next atomic.Int64
 	var seqs atomic.Uint64
 	var wg sync.WaitGroup
-	cpu := cpuTime()
+	cpu := cputime.Used()
 	b.ResetTimer()
 	for w := range workers {
 		wg.Go(func() {
@@ -75,7 +75,7 @@ func runBatches(b *testing.B, callers, size int, claim func(rng *rand.Rand, seqs
 	var next atomic.Int64
 	var seqs atomic.Uint64
 	var wg sync.WaitGroup
-	cpu := cpuTime()
+	cpu := cputime.Used()
 	b.ResetTimer()
 	for c := range callers {
 		wg.Go(func() {
@@ -97,19 +97,9 @@ func runBatches(b *testing.B, callers, size int, claim func(rng *rand.Rand, seqs
 	reportRate(b, b.N, cpu)
 }
 
-// cpuTime returns the CPU time this process has used (the client's share;
-// the server's is not in it).
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 func reportRate(b *testing.B, n int, cpuBefore time.Duration) {
 	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "claims/s")
-	b.ReportMetric(float64(cpuTime()-cpuBefore)/1e3/float64(n), "client-cpu-µs/claim")
+	b.ReportMetric(float64(cputime.Used()-cpuBefore)/1e3/float64(n), "client-cpu-µs/claim")
 }
 
 // bareAutoPipeline returns an autopipeliner over the bare client, as the
