@@ -3,12 +3,10 @@ package idempotency_test
 import (
 	"context"
 	"crypto/sha256"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -22,6 +20,7 @@ import (
 	"github.com/spentledger/spent"
 	"github.com/spentledger/spent/idempotency"
 	"github.com/spentledger/spent/inmem"
+	"github.com/spentledger/spent/internal/barepebble"
 	"github.com/spentledger/spent/internal/cputime"
 	"github.com/spentledger/spent/pebble"
 )
@@ -95,7 +94,7 @@ func BenchmarkDoNothing(b *testing.B) {
 			appliedPebble := openPebbleLedger(b, o, 30*time.Second, time.Now)
 			cases := []*benchCase{
 				newBenchCase(b, "bare", clients, nothing),
-				newBenchCase(b, "durable", clients, durable(openBareDB(b))),
+				newBenchCase(b, "durable", clients, durable(barepebble.Open(b))),
 				newBenchCase(b, "mw", clients, mw(onPebble, nothing)),
 				newBenchCase(b, "inmem", clients, mw(onInmem, nothing)),
 				newBenchCase(b, "applied", clients, mw(appliedPebble, applied)),
@@ -146,30 +145,6 @@ func BenchmarkDoNothing(b *testing.B) {
 		})
 	}
 }
-
-// openBareDB opens a Pebble database with the embedded store's cache and
-// memtable sizes and nothing of the store's own: the "durable" case's.
-func openBareDB(b *testing.B) *pdb.DB {
-	o := pebble.DefaultOptions()
-	db, err := pdb.Open(filepath.Join(b.TempDir(), "bare"), &pdb.Options{
-		CacheSize: o.CacheSize, MemTableSize: o.MemTableSize, FormatMajorVersion: pdb.FormatNewest,
-		Logger: quietLogger{},
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { db.Close() })
-	return db
-}
-
-// quietLogger drops Pebble's informational messages.
-type quietLogger struct{}
-
-func (quietLogger) Infof(string, ...any) {}
-
-func (quietLogger) Errorf(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
-
-func (quietLogger) Fatalf(format string, args ...any) { panic(fmt.Sprintf(format, args...)) }
 
 // benchWorkers, when set, is the only client count BenchmarkDoNothing runs;
 // benchOnly, when set, the only case.

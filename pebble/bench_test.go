@@ -3,7 +3,6 @@ package pebble_test
 import (
 	"context"
 	"encoding/binary"
-	"fmt"
 	"math/rand/v2"
 	"os"
 	"strconv"
@@ -15,6 +14,7 @@ import (
 
 	pdb "github.com/cockroachdb/pebble/v2"
 	"github.com/spentledger/spent"
+	"github.com/spentledger/spent/internal/barepebble"
 	"github.com/spentledger/spent/internal/cputime"
 	"github.com/spentledger/spent/pebble"
 )
@@ -156,21 +156,9 @@ func BenchmarkClaim(b *testing.B) {
 // record per claim in its own pebble.Sync batch (pebble's commit pipeline
 // still groups the concurrent fsyncs), no read, no filter, no index.
 func BenchmarkBareEngine(b *testing.B) {
-	openDB := func(b *testing.B) *pdb.DB {
-		o := pebble.DefaultOptions()
-		db, err := pdb.Open(b.TempDir(), &pdb.Options{
-			CacheSize: o.CacheSize, MemTableSize: o.MemTableSize, FormatMajorVersion: pdb.FormatNewest,
-			Logger: quietLogger{},
-		})
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { db.Close() })
-		return db
-	}
 	for _, workers := range []int{64, 4096} {
 		b.Run("Concurrent"+strconv.Itoa(workers), func(b *testing.B) {
-			db := openDB(b)
+			db := barepebble.Open(b)
 			runClaimers(b, workers, func(rng *rand.Rand, seq uint64) error {
 				op := benchOp(rng, seq)
 				return db.Set(pebble.RecordKey(op.Record.Key), pebble.EncodeRecord(&op.Record), pdb.Sync)
@@ -179,7 +167,7 @@ func BenchmarkBareEngine(b *testing.B) {
 	}
 	for _, callers := range []int{1, 41} {
 		b.Run("Batch100x"+strconv.Itoa(callers), func(b *testing.B) {
-			db := openDB(b)
+			db := barepebble.Open(b)
 			runBatches(b, callers, 100, func(ops []spent.ClaimOp) error {
 				batch := db.NewBatch()
 				for i := range ops {
@@ -190,15 +178,6 @@ func BenchmarkBareEngine(b *testing.B) {
 		})
 	}
 }
-
-// quietLogger drops pebble's informational messages.
-type quietLogger struct{}
-
-func (quietLogger) Infof(string, ...any) {}
-
-func (quietLogger) Errorf(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
-
-func (quietLogger) Fatalf(format string, args ...any) { panic(fmt.Sprintf(format, args...)) }
 
 // BenchmarkLedgerClaim runs the whole claim path of spent.Ledger over the
 // store: validation, HMAC of the key, seq allocation, the store, the answer.
