@@ -115,7 +115,7 @@ func BenchmarkDoNothing(b *testing.B) {
 				}
 			}
 			b.StopTimer()
-			bare, floor := 0.0, 0.0
+			bare, durableRate := 0.0, 0.0
 			for _, c := range cases {
 				rate := float64(b.N) / c.took.Seconds()
 				b.ReportMetric(rate, c.name+"-req/s")
@@ -129,9 +129,9 @@ func BenchmarkDoNothing(b *testing.B) {
 				}
 				switch {
 				case c.name == "durable":
-					floor = rate
-				case c.name == "mw" && floor > 0:
-					b.ReportMetric(rate/floor, "mw-of-durable")
+					durableRate = rate
+				case c.name == "mw" && durableRate > 0:
+					b.ReportMetric(rate/durableRate, "mw-of-durable")
 				}
 			}
 			for _, c := range []struct {
