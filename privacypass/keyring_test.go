@@ -182,18 +182,30 @@ func TestKeyringRace(t *testing.T) {
 
 // TestKeyringTruncatedIDCollision hands the keyring the same RSA key twice
 // in a row: the second, whose truncated key id equals the first's, must be
-// discarded and replaced before it is published.
+// discarded and replaced before it is published. The replacement is chosen
+// beforehand with a truncated id other than the first key's, so that exactly
+// one key is discarded (a random one would collide once in 256 runs).
 func TestKeyringTruncatedIDCollision(t *testing.T) {
 	base := keyGen()
 	k0, err := base()
 	if err != nil {
 		t.Fatal(err)
 	}
+	trunc0 := truncatedID(t, k0)
+	var k1 *rsa.PrivateKey
+	for k1 == nil || truncatedID(t, k1) == trunc0 {
+		if k1, err = base(); err != nil {
+			t.Fatal(err)
+		}
+	}
 	calls := 0
 	gen := func() (*rsa.PrivateKey, error) {
 		calls++
-		if calls <= 2 {
+		switch calls {
+		case 1, 2:
 			return k0, nil
+		case 3:
+			return k1, nil
 		}
 		return base()
 	}
@@ -211,6 +223,16 @@ func TestKeyringTruncatedIDCollision(t *testing.T) {
 	if calls != 3 {
 		t.Fatalf("generator called %d times, want 3 (one key discarded)", calls)
 	}
+}
+
+// truncatedID is the truncated token key id the keyring gives key.
+func truncatedID(t *testing.T, key *rsa.PrivateKey) uint8 {
+	t.Helper()
+	spki, err := privacypass.MarshalPublicKey(&key.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return privacypass.TruncatedKeyID(privacypass.KeyID(spki))
 }
 
 // TestKeyringRotation walks the keyring through epochs: each directory
