@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -73,10 +74,9 @@ func TestIssuerAnswers(t *testing.T) {
 	url := e.issuer.URL + e.cfg.RequestPath
 	good := e.tokenRequest(t, privacypass.TypeBlindRSA)
 	unknown := bytes.Clone(good)
-	for _, k := range e.srv.Keyring().Directory("/", t0).TokenKeys {
-		if id := k.ID(); id[31] == unknown[2] {
-			unknown[2]++
-		}
+	keys := e.srv.Keyring().Directory("/", t0).TokenKeys
+	for slices.ContainsFunc(keys, func(k privacypass.DirectoryKey) bool { return k.ID()[31] == unknown[2] }) {
+		unknown[2]++
 	}
 	huge := bytes.Clone(good)
 	for i := 3; i < len(huge); i++ {
