@@ -21,6 +21,8 @@ import (
 //	m/format                                → format version (one byte)
 //	m/filter-size                           → filter entries at the last Close (uint64, a hint)
 //	m/seq/ node                             → last reserved counter (uint64)
+//	m/rounds                                → number of the last round that wrote (uint64, see witness.go)
+//	m/witnessed                             → present once the store keeps a witness
 //
 // Instants in keys are [timeLen] bytes that sort like the instants they
 // encode (see putTime), so both indexes are ordered by time and walked from
@@ -43,6 +45,8 @@ const (
 var (
 	keyFormat   = []byte(prefixMeta + "format")
 	keySizeHint = []byte(prefixMeta + "filter-size")
+	keyRounds   = []byte(prefixMeta + "rounds")
+	keyWitness  = []byte(prefixMeta + "witnessed")
 	seqKeyBase  = prefixMeta + "seq/"
 )
 

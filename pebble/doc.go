@@ -69,9 +69,21 @@
 //     ledger reads the key back); a context that ended before its call was
 //     decided writes nothing. After Close, calls fail with [spent.ErrClosed];
 //     calls queued before Close are still answered.
-//   - Fail closed: if pebble fails to apply or sync a round, that call and
-//     every later one fail with [ErrFailed]; the store never answers from
-//     state that may not be durable. Reopen it.
+//   - Fail closed, then recover: if pebble fails to apply or sync a round,
+//     that call and every later one fail with [ErrFailed]; the store never
+//     answers from state that may not be durable. It then reopens pebble by
+//     itself from the files on disk (waiting, when the disk is full, until
+//     there is room to replay the WAL), and serves again once a synced probe
+//     write succeeds, without a restart. Records held in memory for Early
+//     claims are forgotten, as a crash would forget them.
+//   - A damaged store is refused, never served: the store keeps a witness
+//     beside pebble's files (SPENT-WITNESS) recording how far its MANIFEST
+//     was synced and the newest round of writes whose sync returned. Open
+//     refuses with [ErrDamaged], naming the file, a MANIFEST that cannot be
+//     read that far and a store whose newest round is older than the
+//     witness's (a damaged WAL whose tail pebble took for a torn write), so
+//     that no acknowledged key is answered fresh. [Options].AcceptDamage opens
+//     such a store anyway, for an operator who decided to.
 //   - Expiry by the ledger's clock: every read treats a record with
 //     ExpiresAt <= now as absent, whether or not a sweep has removed it yet.
 //   - Reads after a restart are durable too: Open replays the WAL and
@@ -80,6 +92,14 @@
 //
 // # Caveats
 //
+//   - Damage after a power cut: the witness's round number is written after
+//     every round but synced once a second, so a power cut (not a killed
+//     process, which keeps it) can take back its last second; a WAL damaged
+//     in those last writes as well would then pass as a torn tail. A torn
+//     tail itself loses only writes whose sync never returned, so nothing
+//     acknowledged.
+//   - A failed MANIFEST write is fatal to pebble, which stops the process
+//     (fail closed); a supervisor restarts it, and Open checks the store.
 //   - One process only, no high availability: the directory is locked by the
 //     process that opened it, and the store lives and dies with one machine's
 //     disk. Never restore it from a backup (see invariant 7 of the design:

@@ -89,3 +89,7 @@ func (s *Store) CountKeys(prefix string) (int, error) {
 	}
 	return n, it.Close()
 }
+
+// Flush flushes the memtable to a table, so that the records written so far
+// leave the WAL.
+func (s *Store) Flush() error { return s.db.Flush() }

@@ -34,6 +34,13 @@ type Options struct {
 	// errors at error level. Nil means slog.Default().
 	Logger *slog.Logger
 
+	// AcceptDamage opens a store that Open would refuse with ErrDamaged:
+	// pebble then opens what it can read, which may have lost records the
+	// store acknowledged, and the witness starts again from what was
+	// opened. It is for an operator who decided to go on with the loss
+	// (see "A damaged store" in docs/operations.md), never a default.
+	AcceptDamage bool
+
 	// fs is the file system; nil means the operating system's. Tests set a
 	// crashable in-memory one.
 	fs vfs.FS
@@ -84,9 +91,15 @@ func (g logger) Infof(format string, args ...any) { g.l.Debug(fmt.Sprintf(format
 func (g logger) Errorf(format string, args ...any) { g.l.Error(fmt.Sprintf(format, args...)) }
 
 // Fatalf logs and panics: pebble calls it when it cannot go on, and expects
-// it not to return.
+// it not to return. Where pebble calls it on the store's own goroutines (a
+// commit after a failed WAL write), the store turns the panic into a failure
+// and reopens the database (see unpanic); on pebble's goroutines (a failed
+// MANIFEST write) it ends the process, which fails closed.
 func (g logger) Fatalf(format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
 	g.l.Error(msg)
-	panic("pebble: fatal: " + msg)
+	panic(fatalPanic("pebble: fatal: " + msg))
 }
+
+// fatalPanic is the value logger.Fatalf panics with.
+type fatalPanic string

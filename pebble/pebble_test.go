@@ -1,12 +1,16 @@
 package pebble_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"os/exec"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,6 +21,21 @@ import (
 	"github.com/spentledger/spent/pebble"
 	"github.com/spentledger/spent/storetest"
 )
+
+// TestMain runs the tests, unless SPENT_HOLD_DIR is set: then the test
+// binary is TestDirectoryIsLocked's other process, which opens the store in
+// that directory, says so, and waits to be killed.
+func TestMain(m *testing.M) {
+	if dir := os.Getenv("SPENT_HOLD_DIR"); dir != "" {
+		if _, err := pebble.Open(dir, pebble.DefaultOptions()); err != nil {
+			fmt.Println(err)
+			os.Exit(1)
+		}
+		fmt.Println("holding")
+		select {}
+	}
+	os.Exit(m.Run())
+}
 
 func TestConformance(t *testing.T) {
 	storetest.Run(t, storetest.Harness{
@@ -818,33 +837,42 @@ func TestOptionsValidate(t *testing.T) {
 }
 
 func TestDirectoryIsLocked(t *testing.T) {
-	dir := t.TempDir()
-	MustOpen(t, dir)
-	if s, err := pebble.Open(dir, pebble.DefaultOptions()); err == nil {
-		s.Close()
-		t.Fatal("second Open of one directory: got nil error")
-	}
-}
-
-func TestFilterMemoryPerRecord(t *testing.T) {
-	s := MustOpen(t, t.TempDir())
-	rng := rand.New(rand.NewPCG(21, 22))
-	ops := make([]spent.ClaimOp, 1000)
-	for b := 0; b < 100; b++ {
-		for i := range ops {
-			ops[i] = completeOp(randHash(rng), uint64(b*1000+i+1), t0, t0.Add(time.Hour))
+	t.Run("ThisProcess", func(t *testing.T) {
+		dir := t.TempDir()
+		MustOpen(t, dir)
+		s, err := pebble.Open(dir, pebble.DefaultOptions())
+		if err == nil {
+			s.Close()
+			t.Fatal("second Open of one directory: got nil error")
 		}
-		if _, err := s.ClaimBatch(context.Background(), ops); err != nil {
+		if !errors.Is(err, pebble.ErrLocked) || !strings.Contains(err.Error(), "in use by another store in this process") {
+			t.Fatalf("second Open: got %v, want ErrLocked saying this process holds it", err)
+		}
+	})
+	t.Run("AnotherProcess", func(t *testing.T) {
+		dir := t.TempDir()
+		holder := exec.Command(os.Args[0])
+		holder.Env = append(os.Environ(), "SPENT_HOLD_DIR="+dir)
+		out, err := holder.StdoutPipe()
+		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	st := s.Stats()
-	per := float64(st.FilterBytes) / float64(st.FilterEntries)
-	t.Logf("%d records: filter %d bytes, %.1f bytes per record", st.FilterEntries, st.FilterBytes, per)
-	if st.FilterEntries != 100000 || per < 8/0.75 || per > 8/0.375 {
-		t.Fatalf("got %d entries at %.1f bytes each, want 100000 at 10.7 to 21.3", st.FilterEntries, per)
-	}
-	if st.Claims != 100000 || st.Inserted != 100000 || st.Reads != 0 {
-		t.Fatalf("got %+v, want 100000 claims, all inserted, none read from pebble", st)
-	}
+		if err := holder.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { holder.Process.Kill(); holder.Wait() })
+		line, err := bufio.NewReader(out).ReadString('\n')
+		if err != nil || line != "holding\n" {
+			t.Fatalf("holder: read %q, %v", line, err)
+		}
+		s, err := pebble.Open(dir, pebble.DefaultOptions())
+		if err == nil {
+			s.Close()
+			t.Fatal("Open of a directory another process holds: got nil error")
+		}
+		want := fmt.Sprintf("in use by process %d", holder.Process.Pid)
+		if !errors.Is(err, pebble.ErrLocked) || !strings.Contains(err.Error(), want) {
+			t.Fatalf("Open: got %v, want ErrLocked saying %q", err, want)
+		}
+	})
 }

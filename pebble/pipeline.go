@@ -37,7 +37,8 @@ const (
 	kindSweep
 	kindReserve
 	kindCount
-	kindPurge // see purge.go
+	kindPurge  // see purge.go
+	kindReopen // see recover.go
 )
 
 // request is one call waiting for its round. The caller owns it until it is
@@ -99,6 +100,7 @@ func recycle(r *request) {
 // staged in the order they are decided and copied into a pebble batch when
 // the round is sealed. Rounds are recycled once answered.
 type round struct {
+	number   uint64 // its number, when it writes (see witness.go)
 	reqs     []*request
 	buf      []byte  // staged keys and values
 	writes   []write // staged writes, in decision order
@@ -246,9 +248,11 @@ func (s *Store) decide() {
 	)
 	// take decides r into rd if it fits, and reports whether it did.
 	take := func(r *request) bool {
-		if r.kind == kindSweep || size+r.size() > s.opts.MaxBatchRound {
+		if r.kind == kindSweep || r.kind == kindReopen || size+r.size() > s.opts.MaxBatchRound {
 			// A sweep starts its own round, so that the expiry
-			// index it walks holds every earlier write.
+			// index it walks holds every earlier write; a reopen
+			// too, so that no earlier write of its round is
+			// staged against the database it closes.
 			carry = r
 			return false
 		}
@@ -357,6 +361,11 @@ func (s *Store) add(rd *round, r *request) int {
 func (s *Store) seal(rd *round) {
 	s.stats.rounds.Add(1)
 	if len(rd.writes) > 0 && s.failure() == nil {
+		// Every round that writes records its number: the witness
+		// checks on Open that the newest one it saw synced survived.
+		s.roundNum++
+		rd.number = s.roundNum
+		rd.set(keyRounds, be64(rd.number))
 		b, err := rd.build(s.db)
 		if err == nil {
 			rd.batch = b
@@ -364,7 +373,7 @@ func (s *Store) seal(rd *round) {
 			// reader who loads it after reading waits for a round
 			// covering what it read.
 			s.last.Store(rd.durable)
-			err = s.db.ApplyNoSyncWait(b, pdb.Sync)
+			err = s.apply(b)
 		}
 		if err != nil {
 			s.fail(err)
@@ -387,13 +396,41 @@ func (s *Store) seal(rd *round) {
 	s.rounds <- rd
 }
 
+// apply applies b without waiting for its sync. Pebble reports a commit
+// that fails after an earlier WAL failure by calling its logger's Fatalf,
+// which panics (options.go): that panic becomes the round's error, and the
+// store then reopens the database (recover.go).
+func (s *Store) apply(b *pdb.Batch) error {
+	return unpanic(func() error { return s.db.ApplyNoSyncWait(b, pdb.Sync) })
+}
+
+// unpanic calls f and turns a panic of pebble's logger's Fatalf (see
+// logger.Fatalf) into an error. Any other panic goes on.
+func unpanic(f func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			msg, ok := p.(fatalPanic)
+			if !ok {
+				panic(p)
+			}
+			err = errors.New(string(msg))
+		}
+	}()
+	return f()
+}
+
 // wait is the waiter goroutine: it answers rounds in order, each after its
 // WAL sync.
 func (s *Store) wait() {
 	defer close(s.done)
 	for rd := range s.rounds {
 		if rd.applied {
-			if err := rd.batch.SyncWait(); err != nil {
+			err := rd.batch.SyncWait()
+			if err == nil {
+				// Before anyone is answered: see witness.go.
+				err = s.witness.setRounds(rd.number)
+			}
+			if err != nil {
 				s.fail(err)
 			}
 			s.stats.syncs.Add(1)
@@ -408,7 +445,8 @@ func (s *Store) wait() {
 		rd.durable.err = err
 		close(rd.durable.synced)
 		for _, r := range rd.reqs {
-			if err != nil {
+			if err != nil && r.kind != kindReopen {
+				// (A reopen reports its own outcome.)
 				r.err = err
 			}
 			r.done <- struct{}{}
@@ -419,7 +457,12 @@ func (s *Store) wait() {
 
 // decideOne decides r within rd.
 func (s *Store) decideOne(rd *round, r *request) {
+	if r.kind == kindReopen {
+		r.err = s.reopenDB()
+		return
+	}
 	if err := s.failure(); err != nil {
+		s.refused.Add(1)
 		r.err = err
 		return
 	}

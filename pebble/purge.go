@@ -100,6 +100,8 @@ func (s *Store) collect(ctx context.Context, namespace string, lower, upper []by
 	if s.closed {
 		return nil, nil, false, spent.ErrClosed
 	}
+	s.dbMu.RLock()
+	defer s.dbMu.RUnlock()
 	if err := s.failure(); err != nil {
 		return nil, nil, false, err
 	}

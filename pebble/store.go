@@ -11,7 +11,6 @@ import (
 	"time"
 
 	pdb "github.com/cockroachdb/pebble/v2"
-	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/spentledger/spent"
 	"github.com/spentledger/spent/internal/purgecursor"
@@ -20,14 +19,23 @@ import (
 // Store is the embedded durable store. Open it with [Open]; it is safe for
 // concurrent use by many goroutines, within one process.
 type Store struct {
-	db   *pdb.DB
-	opts Options
+	db      *pdb.DB
+	opts    Options
+	dir     string
+	fs      vfs.FS
+	log     *slog.Logger
+	witness *witness // see witness.go
 
-	// mu guards closed and the send side of reqs; holders of its read lock
-	// may use db.
+	// mu guards closed and the send side of reqs.
 	mu     sync.RWMutex
 	closed bool
 	reqs   chan *request
+	// dbMu guards db for the readers outside the rounds (ListPending and
+	// Purge, under its read lock): a reopen swaps db under its write lock
+	// (recover.go). The decision goroutine uses db without it.
+	dbMu    sync.RWMutex
+	closing chan struct{} // closed when Close begins: stops the recovery
+	refused atomic.Uint64 // calls refused since the store failed
 
 	// Owned by the decision goroutine.
 	filter    *filter
@@ -36,6 +44,7 @@ type Store struct {
 	removals  []uint64                          // filter removals once this round applies
 	counters  map[spent.Hash]*spent.CountResult // this round's counter writes; nil means deleted
 	sweepFrom []byte                            // no expiry-index key sorts before it
+	roundNum  uint64                            // the number of the last round that wrote (see witness.go)
 	// held are the records of fresh Early claims of new keys, kept in
 	// memory only until their Complete (which writes the complete record),
 	// their Release (which forgets it) or the first other request that
@@ -102,119 +111,6 @@ type Stats struct {
 	// Held is the number of fresh Early claims held in memory instead of
 	// written (see [spent.ClaimOp].Early).
 	Held uint64
-}
-
-// Open opens the store kept in dir, creating dir if needed, and rebuilds the
-// existence filter from the record keys (a cost proportional to the number of
-// records held; see the package documentation). Close the store when done:
-// the directory is locked against a second Open until then.
-func Open(dir string, opts Options) (*Store, error) {
-	if err := opts.Validate(); err != nil {
-		return nil, err
-	}
-	fs := opts.fs
-	if fs == nil {
-		fs = vfs.Default
-	}
-	if err := fs.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("pebble: open: %w", err)
-	}
-	log := opts.Logger
-	if log == nil {
-		log = slog.Default()
-	}
-	po := &pdb.Options{
-		CacheSize:          opts.CacheSize,
-		MemTableSize:       opts.MemTableSize,
-		FormatMajorVersion: formatMajorVersion,
-		Logger:             logger{log},
-		FS:                 walFS{fs}, // see prefill.go
-	}
-	if opts.plainWAL {
-		po.FS = fs
-	}
-	for i := range po.Levels {
-		po.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
-	}
-	db, err := pdb.Open(dir, po)
-	if err != nil {
-		return nil, fmt.Errorf("pebble: open: %w", err)
-	}
-	s := &Store{
-		db:        db,
-		opts:      opts,
-		reqs:      make(chan *request, 2*opts.MaxBatchRound),
-		overlay:   make(map[spent.Hash]*spent.Record),
-		held:      make(map[spent.Hash]*spent.Record),
-		counters:  make(map[spent.Hash]*spent.CountResult),
-		seqs:      make(map[uint32]uint64),
-		sweepFrom: []byte(prefixExpiry),
-		rounds:    make(chan *round, syncSlots),
-		free:      make(chan struct{}, syncSlots),
-		done:      make(chan struct{}),
-	}
-	for range syncSlots {
-		s.free <- struct{}{}
-	}
-	if err := s.init(); err != nil {
-		db.Close()
-		return nil, err
-	}
-	go s.decide()
-	go s.wait()
-	return s, nil
-}
-
-// init checks the format marker (writing it into a new store) and rebuilds
-// the filter.
-func (s *Store) init() error {
-	v, closer, err := s.db.Get(keyFormat)
-	switch {
-	case errors.Is(err, pdb.ErrNotFound):
-		if err := s.db.Set(keyFormat, []byte{formatVersion}, pdb.Sync); err != nil {
-			return fmt.Errorf("pebble: open: %w", err)
-		}
-	case err != nil:
-		return fmt.Errorf("pebble: open: %w", err)
-	default:
-		ok := len(v) == 1 && v[0] == formatVersion
-		closer.Close()
-		if !ok {
-			return fmt.Errorf("%w: format version %x, want %d", ErrCorrupt, v, formatVersion)
-		}
-	}
-	// Size the filter for what the store held at its last Close, so that
-	// the rebuild does not double the table again and again.
-	expect := s.opts.ExpectedRecords
-	if v, closer, err := s.db.Get(keySizeHint); err == nil {
-		if len(v) == 8 {
-			expect = max(expect, int(min(binary.BigEndian.Uint64(v), 1<<31)))
-		}
-		closer.Close()
-	}
-	s.filter = newFilter(expect)
-	it, err := s.db.NewIter(&pdb.IterOptions{
-		LowerBound: []byte(prefixRecord),
-		UpperBound: prefixEnd(prefixRecord),
-	})
-	if err != nil {
-		return fmt.Errorf("pebble: open: %w", err)
-	}
-	for ok := it.First(); ok; ok = it.Next() {
-		k := it.Key()
-		if len(k) != recordKeyLen {
-			it.Close()
-			return fmt.Errorf("%w: record key %x", ErrCorrupt, k)
-		}
-		var h spent.Hash
-		copy(h[:], k[len(prefixRecord):])
-		s.filter.insert(fingerprint(&h))
-	}
-	if err := it.Close(); err != nil {
-		return fmt.Errorf("pebble: open: rebuilding filter: %w", err)
-	}
-	s.publishFilter()
-	return nil
 }
 
 func (s *Store) publishFilter() {
@@ -380,6 +276,8 @@ func (s *Store) listPending(ctx context.Context, namespace string, leaseBefore t
 	if s.closed {
 		return nil, spent.ErrClosed
 	}
+	s.dbMu.RLock()
+	defer s.dbMu.RUnlock()
 	if err := s.failure(); err != nil {
 		return nil, err
 	}
@@ -456,11 +354,17 @@ func (s *Store) listPending(ctx context.Context, namespace string, leaseBefore t
 // WAL sync, then closes pebble.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
+		close(s.closing)
 		s.mu.Lock()
 		s.closed = true
 		close(s.reqs)
 		s.mu.Unlock()
 		<-s.done
+		if s.db == nil {
+			// A reopen failed: nothing is open but the witness.
+			s.closeErr = errors.Join(s.failure(), s.witness.close())
+			return
+		}
 		if s.failure() == nil {
 			// Only a hint for the next Open: it need not be synced.
 			hint := be64(uint64(s.filter.len()))
@@ -469,6 +373,9 @@ func (s *Store) Close() error {
 			}
 		}
 		if err := s.db.Close(); err != nil {
+			s.closeErr = fmt.Errorf("pebble: close: %w", err)
+		}
+		if err := s.witness.close(); err != nil && s.closeErr == nil {
 			s.closeErr = fmt.Errorf("pebble: close: %w", err)
 		}
 	})
@@ -483,16 +390,9 @@ func (s *Store) failure() error {
 	return nil
 }
 
-// fail records the first failure of an apply or sync. From then on every
-// call fails: state may be visible that is not durable.
-func (s *Store) fail(err error) {
-	err = fmt.Errorf("%w: %w", ErrFailed, err)
-	s.failed.CompareAndSwap(nil, &err)
-}
-
 // ErrFailed is returned by every call after pebble failed to apply or sync a
-// write: the store fails closed, since what it reads may not be durable.
-// Close it and open it again.
+// write: the store fails closed, since what it reads may not be durable,
+// until it has reopened itself from its files (see recover.go).
 var ErrFailed = errors.New("pebble: store failed")
 
 func be64(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
