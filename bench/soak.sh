@@ -15,8 +15,10 @@
 # Every SOAK_INTERVAL it prints one row: the time since the load started, the
 # requests answered and failed in the interval, their p50 and p99 latency
 # (from each request's scheduled time), and, from the server's /metrics, its
-# RSS, Go heap in use, goroutines, records held (expired but unswept ones
-# included) and records the sweeper removed in the interval. At the end: the
+# own p99 time per claim (the bound of its histogram bucket: what the server
+# took, without the wait for a CPU), RSS, Go heap in use, goroutines, records
+# held (expired but unswept ones included) and records the sweeper removed in
+# the interval. At the end: the
 # requests by kind, the claims' outcomes, the rows as a markdown table, the
 # commands, and the machine. It exits non-zero if any request failed, if
 # /metrics could not be read, or if the server did not stop cleanly.

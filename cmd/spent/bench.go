@@ -71,8 +71,9 @@ a mix of one-step claims of new keys, repeats of earlier keys, two-step
 claims then completed, released or left pending until their lease runs
 out (--mix), at --rate requests/s (default 2000 with --soak) for --duration
 (default 30m with --soak). Every --interval it prints one row: requests and
-errors in the interval, their p50 and p99 latency, and the server's RSS, Go
-heap, goroutines, records held and records expired, read from its /metrics.
+errors in the interval, their p50 and p99 latency, and, read from the
+server's /metrics, its own p99 time per claim, its RSS, Go heap, goroutines,
+records held and records expired.
 At the end it prints the operations and outcomes counted and the rows as a
 markdown table, and exits 1 if any request failed or /metrics could not be
 read. bench/soak.sh runs it against a server whose records expire within

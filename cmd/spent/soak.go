@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"sort"
@@ -21,6 +22,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/spentledger/spent"
+	sphttp "github.com/spentledger/spent/http"
 )
 
 // The soak's defaults where they differ from the plain bench's.
@@ -139,6 +141,13 @@ type soakRow struct {
 	// milliseconds, counted from each request's scheduled time.
 	P50 float64 `json:"p50_ms"`
 	P99 float64 `json:"p99_ms"`
+	// ServerP99 is the server's own time for the interval's 99th percentile
+	// one-step and two-step claim (decode, HMAC, durable write, encode; not
+	// completions or releases), from spent_claim_duration_seconds: the upper
+	// bound of its bucket, in milliseconds; 0 without claims, -1 when not
+	// read. ServerP99Over says it lies above the largest bucket.
+	ServerP99     float64 `json:"server_p99_ms"`
+	ServerP99Over bool    `json:"server_p99_over,omitempty"`
 	// RSSBytes is the server's resident memory (process_resident_memory_bytes).
 	RSSBytes int64 `json:"rss_bytes"`
 	// HeapBytes is the server's Go heap in use (go_memstats_heap_inuse_bytes).
@@ -329,6 +338,7 @@ func (m *Main) soak(ctx context.Context, bc benchConfig, weights [numSoakOps]int
 			}
 			s = soakSample{rss: -1, heap: -1, goroutines: -1, records: -1, removed: -1}
 		}
+		row.ServerP99, row.ServerP99Over = serverP99(last.claimBuckets, s.claimBuckets)
 		row.RSSBytes, row.HeapBytes, row.Goroutines, row.Records = s.rss, s.heap, s.goroutines, s.records
 		row.Expired = -1
 		if s.removed >= 0 && last.removed >= 0 {
@@ -545,6 +555,16 @@ func (run *soakRun) outcome(o spent.Outcome) {
 // metric is missing.
 type soakSample struct {
 	rss, heap, goroutines, records, removed int64
+	// claimBuckets is the cumulative histogram of the server's time per
+	// claim request.
+	claimBuckets []soakBucket
+}
+
+// soakBucket is one bucket of a Prometheus histogram: the count of values up
+// to le seconds.
+type soakBucket struct {
+	le    float64
+	count float64
 }
 
 // soakSampler reads the server's /metrics.
@@ -568,26 +588,44 @@ func (s *soakSampler) sample(ctx context.Context) (soakSample, error) {
 	if resp.StatusCode != http.StatusOK {
 		return soakSample{}, fmt.Errorf("reading %s: %s", s.url, resp.Status)
 	}
-	v, err := readGauges(resp.Body, "process_resident_memory_bytes", "go_memstats_heap_inuse_bytes",
+	v, buckets, err := readMetrics(resp.Body, "process_resident_memory_bytes", "go_memstats_heap_inuse_bytes",
 		"go_goroutines", "spent_store_records", "spent_sweep_removed_records_total")
 	if err != nil {
 		return soakSample{}, fmt.Errorf("reading %s: %w", s.url, err)
 	}
-	return soakSample{rss: v[0], heap: v[1], goroutines: v[2], records: v[3], removed: v[4]}, nil
+	return soakSample{rss: v[0], heap: v[1], goroutines: v[2], records: v[3], removed: v[4], claimBuckets: buckets}, nil
 }
 
-// readGauges reads the values of the named unlabelled metrics from the
-// Prometheus text format in r, -1 for those absent.
-func readGauges(r io.Reader, names ...string) ([]int64, error) {
+// claimBucketPrefix starts the lines of the claim endpoint's buckets of
+// spent_claim_duration_seconds; the le label follows.
+const claimBucketPrefix = sphttp.MetricClaimDuration + `_bucket{endpoint="claim",le="`
+
+// readMetrics reads from the Prometheus text format in r the values of the
+// named unlabelled metrics, -1 for those absent, and the buckets of the claim
+// endpoint's spent_claim_duration_seconds.
+func readMetrics(r io.Reader, names ...string) ([]int64, []soakBucket, error) {
 	out := make([]int64, len(names))
 	for i := range out {
 		out[i] = -1
 	}
+	var buckets []soakBucket
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
 		if line == "" || line[0] == '#' {
+			continue
+		}
+		if rest, ok := strings.CutPrefix(line, claimBucketPrefix); ok {
+			le, val, ok := strings.Cut(rest, `"} `)
+			if !ok {
+				return nil, nil, fmt.Errorf("bucket line %q: want le=\"…\"} count", line)
+			}
+			b, err := parseBucket(le, val)
+			if err != nil {
+				return nil, nil, fmt.Errorf("bucket line %q: %w", line, err)
+			}
+			buckets = append(buckets, b)
 			continue
 		}
 		// An unlabelled sample is "name value [timestamp]".
@@ -599,23 +637,78 @@ func readGauges(r io.Reader, names ...string) ([]int64, error) {
 			if f[0] == n {
 				v, err := strconv.ParseFloat(f[1], 64)
 				if err != nil {
-					return nil, fmt.Errorf("%s: value %q: %w", n, f[1], err)
+					return nil, nil, fmt.Errorf("%s: value %q: %w", n, f[1], err)
 				}
 				out[i] = int64(v)
 			}
 		}
 	}
-	return out, sc.Err()
+	return out, buckets, sc.Err()
+}
+
+// parseBucket reads a bucket's le label and count.
+func parseBucket(le, count string) (soakBucket, error) {
+	var b soakBucket
+	var err error
+	if b.le, err = strconv.ParseFloat(le, 64); err != nil { // "+Inf" included
+		return b, err
+	}
+	f := strings.Fields(count)
+	if len(f) == 0 {
+		return b, errors.New("no count")
+	}
+	b.count, err = strconv.ParseFloat(f[0], 64)
+	return b, err
+}
+
+// serverP99 returns, in milliseconds, the upper bound of the bucket that
+// holds the 99th percentile of the values the histogram counted between two
+// reads, and whether it is the +Inf bucket (the largest finite bound is
+// returned then). It returns 0 when nothing was counted and -1 when either
+// read lacks the histogram.
+func serverP99(prev, cur []soakBucket) (ms float64, over bool) {
+	if len(prev) == 0 || len(prev) != len(cur) {
+		return -1, false
+	}
+	total := cur[len(cur)-1].count - prev[len(prev)-1].count
+	if total <= 0 {
+		return 0, false
+	}
+	rank := math.Ceil(0.99 * total)
+	finite := 0.0
+	for i := range cur {
+		if math.IsInf(cur[i].le, 1) {
+			return finite * 1e3, true
+		}
+		finite = cur[i].le
+		if cur[i].count-prev[i].count >= rank {
+			return cur[i].le * 1e3, false
+		}
+	}
+	return finite * 1e3, true
 }
 
 // soakHeader names the columns of soakRow.text.
-const soakHeader = " elapsed  requests  errors   p50 ms   p99 ms  RSS MiB  heap MiB  goroutines   records   expired"
+const soakHeader = " elapsed  requests  errors   p50 ms   p99 ms  server p99 ms  RSS MiB  heap MiB  goroutines   records   expired"
 
 // text is the row under soakHeader.
 func (r soakRow) text() string {
-	return fmt.Sprintf("%8s  %8d  %6d  %7.3f  %7.3f  %7s  %8s  %10s  %8s  %8s",
-		elapsedText(r.ElapsedSeconds), r.Requests, r.Errors, r.P50, r.P99,
+	return fmt.Sprintf("%8s  %8d  %6d  %7.3f  %7.3f  %13s  %7s  %8s  %10s  %8s  %8s",
+		elapsedText(r.ElapsedSeconds), r.Requests, r.Errors, r.P50, r.P99, r.serverP99Text(),
 		mib(r.RSSBytes), mib(r.HeapBytes), count(r.Goroutines), count(r.Records), count(r.Expired))
+}
+
+// serverP99Text writes ServerP99: "≤ 3.2", "> 1638.4", "-" when not read.
+func (r soakRow) serverP99Text() string {
+	switch {
+	case r.ServerP99 < 0:
+		return "-"
+	case r.ServerP99 == 0:
+		return "0"
+	case r.ServerP99Over:
+		return "> " + strconv.FormatFloat(r.ServerP99, 'f', -1, 64)
+	}
+	return "≤ " + strconv.FormatFloat(r.ServerP99, 'f', -1, 64)
 }
 
 // elapsedText writes seconds as a duration to the second ("1m0s").
@@ -666,11 +759,11 @@ func (rep *soakReport) print(w io.Writer) error {
 	if rep.FirstSampleError != "" {
 		fmt.Fprintf(&b, " (first: %s)", rep.FirstSampleError)
 	}
-	b.WriteString("\n\n| elapsed | requests | errors | p50 ms | p99 ms | RSS MiB | heap MiB | goroutines | records | expired |\n")
-	b.WriteString("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	b.WriteString("\n\n| elapsed | requests | errors | p50 ms | p99 ms | server p99 ms | RSS MiB | heap MiB | goroutines | records | expired |\n")
+	b.WriteString("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, r := range rep.Rows {
-		fmt.Fprintf(&b, "| %s | %d | %d | %.3f | %.3f | %s | %s | %s | %s | %s |\n",
-			elapsedText(r.ElapsedSeconds), r.Requests, r.Errors, r.P50, r.P99,
+		fmt.Fprintf(&b, "| %s | %d | %d | %.3f | %.3f | %s | %s | %s | %s | %s | %s |\n",
+			elapsedText(r.ElapsedSeconds), r.Requests, r.Errors, r.P50, r.P99, r.serverP99Text(),
 			mib(r.RSSBytes), mib(r.HeapBytes), count(r.Goroutines), count(r.Records), count(r.Expired))
 	}
 	_, err := io.WriteString(w, b.String())

@@ -14,6 +14,7 @@ type soakJSON struct {
 		Errors         int64
 		P50            float64 `json:"p50_ms"`
 		P99            float64 `json:"p99_ms"`
+		ServerP99      float64 `json:"server_p99_ms"`
 		RSSBytes       int64   `json:"rss_bytes"`
 		HeapBytes      int64   `json:"heap_bytes"`
 		Goroutines     int64
@@ -77,8 +78,9 @@ func TestBenchSoak(t *testing.T) {
 			if i == 0 {
 				continue
 			}
-			if row.Requests == 0 || !(0 < row.P50 && row.P50 <= row.P99) {
-				t.Errorf("row %d: got %d requests, p50 %g ms, p99 %g ms; want requests and 0 < p50 <= p99", i, row.Requests, row.P50, row.P99)
+			if row.Requests == 0 || !(0 < row.P50 && row.P50 <= row.P99) || row.ServerP99 <= 0 {
+				t.Errorf("row %d: got %d requests, p50 %g ms, p99 %g ms, server p99 %g ms; want requests, 0 < p50 <= p99 and a server p99",
+					i, row.Requests, row.P50, row.P99, row.ServerP99)
 			}
 			if row.ElapsedSeconds <= rep.Rows[i-1].ElapsedSeconds {
 				t.Errorf("row %d: elapsed %gs after %gs", i, row.ElapsedSeconds, rep.Rows[i-1].ElapsedSeconds)
@@ -123,7 +125,7 @@ func TestBenchSoak(t *testing.T) {
 	t.Run("MarkdownTable", func(t *testing.T) {
 		out := MustRun(t, nil, soakArgs(s.Addr, "soak", "2s")...)
 		contains(t, "soak output", out, "p99 ms", "RSS MiB", "goroutines", "operations: claim ",
-			"| elapsed | requests | errors | p50 ms | p99 ms | RSS MiB | heap MiB | goroutines | records | expired |")
+			"| elapsed | requests | errors | p50 ms | p99 ms | server p99 ms | RSS MiB | heap MiB | goroutines | records | expired |")
 		_, table, _ := strings.Cut(out, "| ---:")
 		if got := strings.Count(table, "\n| "); got != 3 {
 			t.Fatalf("markdown table: got %d rows, want 3 (before the load, 1s, 2s):\n%s", got, out)
