@@ -34,6 +34,8 @@
 #   SOAK_LEASE        how long a pending two-step claim blocks (default 10s)
 #   SOAK_SWEEP        sweep_interval of the server (default 10s)
 #   SOAK_FLAGS        more flags for spent bench, e.g. "--mix claim=1,repeat=1"
+#   SOAK_CONFIG       more TOML appended to the server's config, e.g.
+#                     $'[store]\nmemtable_size = 8388608'
 set -euo pipefail
 
 DURATION=${SOAK_DURATION:-30m}
@@ -44,6 +46,7 @@ RETENTION=${SOAK_RETENTION:-90s}
 LEASE=${SOAK_LEASE:-10s}
 SWEEP=${SOAK_SWEEP:-10s}
 FLAGS=${SOAK_FLAGS:-}
+EXTRA_CONFIG=${SOAK_CONFIG:-}
 cd "$(dirname "$0")/.."
 
 dir=$(mktemp -d /tmp/spent-soak-XXXXXX)
@@ -64,6 +67,7 @@ retention = "$RETENTION"
 lease = "$LEASE"
 on_lease_expiry = "retake"
 EOF
+if [ -n "$EXTRA_CONFIG" ]; then printf '\n%s\n' "$EXTRA_CONFIG" >>"$dir/spent.toml"; fi
 
 serve_cmd=(spent serve --listen 127.0.0.1:0 --data "$dir/data" --config "$dir/spent.toml")
 "$dir/spent" "${serve_cmd[@]:1}" >"$dir/serve.out" 2>"$dir/serve.log" &
@@ -101,7 +105,7 @@ if grep -E 'level=(WARN|ERROR)' "$dir/serve.log" | grep -v 'auth is off' >"$dir/
 fi
 
 echo
-echo "== command: SOAK_DURATION=$DURATION SOAK_INTERVAL=$INTERVAL SOAK_RATE=$RATE SOAK_CONCURRENCY=$CONCURRENCY SOAK_RETENTION=$RETENTION SOAK_LEASE=$LEASE SOAK_SWEEP=$SWEEP${FLAGS:+ SOAK_FLAGS='$FLAGS'} bench/soak.sh"
+echo "== command: SOAK_DURATION=$DURATION SOAK_INTERVAL=$INTERVAL SOAK_RATE=$RATE SOAK_CONCURRENCY=$CONCURRENCY SOAK_RETENTION=$RETENTION SOAK_LEASE=$LEASE SOAK_SWEEP=$SWEEP${FLAGS:+ SOAK_FLAGS='$FLAGS'}${EXTRA_CONFIG:+ SOAK_CONFIG=(below)} bench/soak.sh"
 echo "   server: ${serve_cmd[*]}, config:"
 sed 's/^/     /' "$dir/spent.toml"
 echo "   load:   ${bench_cmd[*]}"
