@@ -19,9 +19,12 @@
 # took, without the wait for a CPU), RSS, Go heap in use, goroutines, records
 # held (expired but unswept ones included) and records the sweeper removed in
 # the interval. At the end: the
-# requests by kind, the claims' outcomes, the rows as a markdown table, the
-# commands, and the machine. It exits non-zero if any request failed, if
-# /metrics could not be read, or if the server did not stop cleanly.
+# requests by kind (claim, repeat; two_step: pending claims then completed or
+# released; complete; release; abandon: pending claims left to their lease),
+# the claims' outcomes, the rows as a markdown table, the commands, and the
+# machine. It exits non-zero if any request failed or was answered wrongly (a
+# new key not fresh, a replay of other bytes), if /metrics could not be read,
+# or if the server did not stop cleanly.
 #
 # Usage: bench/soak.sh   (or make soak), tuned by the environment:
 #   SOAK_DURATION     length of the load (default 30m)

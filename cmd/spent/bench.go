@@ -75,8 +75,9 @@ errors in the interval, their p50 and p99 latency, and, read from the
 server's /metrics, its own p99 time per claim, its RSS, Go heap, goroutines,
 records held and records expired.
 At the end it prints the operations and outcomes counted and the rows as a
-markdown table, and exits 1 if any request failed or /metrics could not be
-read. bench/soak.sh runs it against a server whose records expire within
+markdown table, and exits 1 if any request failed or was answered wrongly
+(a new key not fresh, a replay of other bytes than stored), or if /metrics
+could not be read. bench/soak.sh runs it against a server whose records expire within
 minutes, so that the record count levels off.`,
 		Example: `  spent bench --embedded --duration 10s
   spent bench --addr http://127.0.0.1:7070 --concurrency 32 --batch 100 --repeat 0.1

@@ -68,6 +68,14 @@ const (
 
 var soakRequestKinds = []string{soakReqClaim, soakReqRepeat, soakReqTwoStep, soakReqComplete, soakReqRelease, soakReqAbandon}
 
+// errUnexpected marks an answer the soak knows to be wrong: a new key not
+// answered fresh, or a replay of other bytes than those stored. It counts as
+// a failed request, under the code unexpectedCode.
+var errUnexpected = errors.New("unexpected answer")
+
+// unexpectedCode is the error code the report gives errUnexpected.
+const unexpectedCode = "unexpected_answer"
+
 // checkSoakFlags applies the soak's defaults to bc and returns the weights of
 // --mix, or a usage error.
 func checkSoakFlags(f *pflag.FlagSet, bc *benchConfig) ([numSoakOps]int, error) {
@@ -421,10 +429,11 @@ func (w *soakWorker) loop(ctx context.Context, deadline time.Time) {
 			}
 			if !w.send(ctx, deadline, kind, func(ctx context.Context) error {
 				res, err := run.svc.Claim(ctx, spent.Claim{Namespace: ns, Key: key, Place: "soak", Result: run.result})
-				if err == nil {
-					run.outcome(res.Outcome)
+				if err != nil {
+					return err
 				}
-				return err
+				run.outcome(res.Outcome)
+				return run.check(key, op == soakClaim, res)
 			}) {
 				return
 			}
@@ -439,11 +448,12 @@ func (w *soakWorker) loop(ctx context.Context, deadline time.Time) {
 			if !w.send(ctx, deadline, kind, func(ctx context.Context) error {
 				var err error
 				res, err = run.svc.Claim(ctx, spent.Claim{Namespace: ns, Key: key, Place: "soak"})
-				if err == nil {
-					run.outcome(res.Outcome)
-					claimed = res.Outcome == spent.Fresh
+				if err != nil {
+					return err
 				}
-				return err
+				run.outcome(res.Outcome)
+				claimed = res.Outcome == spent.Fresh
+				return run.check(key, true, res)
 			}) {
 				return
 			}
@@ -530,7 +540,11 @@ func (w *soakWorker) send(ctx context.Context, deadline time.Time, kind string, 
 	run.mu.Lock()
 	run.ops[kind]++
 	if err != nil {
-		run.errs[spent.ErrorCode(err)]++
+		code := spent.ErrorCode(err)
+		if errors.Is(err, errUnexpected) {
+			code = unexpectedCode
+		}
+		run.errs[code]++
 		if run.firstError == "" {
 			run.firstError = kind + ": " + err.Error()
 		}
@@ -542,6 +556,19 @@ func (w *soakWorker) send(ctx context.Context, deadline time.Time, kind string, 
 		run.window.answered(lat)
 	}
 	return true
+}
+
+// check returns an errUnexpected error when the answer to a claim of key is
+// known to be wrong: a key never claimed before (isNew) must be fresh, and a
+// replay must return the bytes every claim and completion of the soak stores.
+func (run *soakRun) check(key string, isNew bool, res spent.Result) error {
+	switch {
+	case isNew && res.Outcome != spent.Fresh:
+		return fmt.Errorf("%w: key %s, never claimed before, answered %s", errUnexpected, key, res.Outcome)
+	case res.Outcome == spent.Replayed && string(res.Record.Result) != string(run.result):
+		return fmt.Errorf("%w: key %s replayed %d bytes %q, want the %d stored", errUnexpected, key, len(res.Record.Result), res.Record.Result, len(run.result))
+	}
+	return nil
 }
 
 // outcome counts a claim's outcome.

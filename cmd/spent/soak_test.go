@@ -1,9 +1,15 @@
 package main_test
 
 import (
+	"bytes"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
+
+	spentcmd "github.com/spentledger/spent/cmd/spent"
 )
 
 // soakJSON is the part of bench --soak --json the tests read.
@@ -147,6 +153,31 @@ func TestBenchSoak(t *testing.T) {
 		}
 	})
 
+	t.Run("WrongAnswersFail", func(t *testing.T) {
+		for _, tc := range []struct {
+			name, old, new, want string
+		}{
+			{"NewKeyNotFresh", `{"outcome":"fresh"`, `{"outcome":"mismatch"`, "never claimed before, answered mismatch"},
+			// The soak's results are 16 bytes, "abcdefghijklmnop".
+			{"ReplayOfOtherBytes", `"result":"YWJjZGVmZ2hpamtsbW5vcA=="`, `"result":"eHh4"`, `replayed 3 bytes "xxx"`},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				bad := MustServe(t, t.TempDir(), nil, rewriting(tc.old, tc.new), "--config", WriteConfig(t, soakConfig))
+				r := Run(t, nil, soakArgs(bad.Addr, "soak", "1s", "--json")...)
+				if r.Code == 0 || !strings.Contains(r.Stderr, tc.want) {
+					t.Fatalf("soak of a server that answers wrongly: exit %d, stderr %q; want a failure that says %q", r.Code, r.Stderr, tc.want)
+				}
+				var rep soakJSON
+				if err := json.Unmarshal([]byte(r.Stdout), &rep); err != nil {
+					t.Fatalf("bench --soak --json printed %q: %v", r.Stdout, err)
+				}
+				if rep.ErrorsByCode["unexpected_answer"] == 0 {
+					t.Fatalf("errors by code: got %v, want unexpected_answer", rep.ErrorsByCode)
+				}
+			})
+		}
+	})
+
 	t.Run("NoServer", func(t *testing.T) {
 		r := Run(t, nil, soakArgs("http://127.0.0.1:1", "soak", "1s")...)
 		if r.Code == 0 || !strings.Contains(r.Stderr, "is a spent server running at http://127.0.0.1:1") {
@@ -173,4 +204,28 @@ func TestBenchSoak(t *testing.T) {
 			}
 		}
 	})
+}
+
+// rewriting sets a WrapHandler that replaces old by new in the server's
+// answers to POST /v1/claim: a server that answers wrongly.
+func rewriting(old, new string) func(*spentcmd.Main) {
+	return func(m *spentcmd.Main) {
+		m.WrapHandler = func(h http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path != "/v1/claim" {
+					h.ServeHTTP(w, r)
+					return
+				}
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, r)
+				body := bytes.ReplaceAll(rec.Body.Bytes(), []byte(old), []byte(new))
+				for k, v := range rec.Header() {
+					w.Header()[k] = v
+				}
+				w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+				w.WriteHeader(rec.Code)
+				w.Write(body)
+			})
+		}
+	}
 }
