@@ -4,7 +4,7 @@ GO ?= go
 # Extra flags for `make bench`, e.g. BENCH_FLAGS='--concurrency 64 --batch 100'.
 BENCH_FLAGS ?=
 
-.PHONY: test vet bench run
+.PHONY: test vet bench soak run
 
 # Every package under the race detector; 20 minutes is a generous bound
 # for the 2-core CI machine.
@@ -19,6 +19,12 @@ vet:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 	$(GO) run ./cmd/spent bench --embedded --duration 10s $(BENCH_FLAGS)
+
+# A 30-minute soak of mixed load on the embedded store: a row of latency,
+# RSS, goroutines and records each minute. Tune with SOAK_DURATION,
+# SOAK_INTERVAL, SOAK_RATE and the other knobs bench/soak.sh lists.
+soak:
+	bench/soak.sh
 
 # The server on the embedded store in ./spent-data, on 127.0.0.1:7070.
 run:

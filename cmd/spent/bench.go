@@ -36,6 +36,10 @@ type benchConfig struct {
 	repeat      float64
 	resultSize  int
 	rate        float64
+	// soak, interval and mix select and shape the soak (see soak.go).
+	soak     bool
+	interval time.Duration
+	mix      string
 }
 
 func (m *Main) benchCommand() *cobra.Command {
@@ -60,10 +64,25 @@ two runs never share keys.
 A progress line goes to stderr once a second. At the end a table (or, with
 --json, one JSON object) gives claims/s, p50/p99/p99.9 and max latency per
 request, counts per outcome and errors. Latencies come from an HDR-style
-log-linear histogram (under 0.8% relative error).`,
+log-linear histogram (under 0.8% relative error).
+
+With --soak the command drives a server (--addr) for a long run instead:
+a mix of one-step claims of new keys, repeats of earlier keys, two-step
+claims then completed, released or left pending until their lease runs
+out (--mix), at --rate requests/s (default 2000 with --soak) for --duration
+(default 30m with --soak). Every --interval it prints one row: requests and
+errors in the interval, their p50 and p99 latency, and, read from the
+server's /metrics, its own p99 time per claim, its RSS, Go heap, goroutines,
+records held and records expired.
+At the end it prints the operations and outcomes counted and the rows as a
+markdown table, and exits 1 if any request failed or was answered wrongly
+(a new key not fresh, a replay of other bytes than stored), or if /metrics
+could not be read. bench/soak.sh runs it against a server whose records expire within
+minutes, so that the record count levels off.`,
 		Example: `  spent bench --embedded --duration 10s
   spent bench --addr http://127.0.0.1:7070 --concurrency 32 --batch 100 --repeat 0.1
-  spent bench --embedded --duration 5s --json`,
+  spent bench --embedded --duration 5s --json
+  spent bench --soak --addr http://127.0.0.1:7070 --namespace soak --duration 3m --interval 10s`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(c *cobra.Command, _ []string) error {
 			switch {
@@ -86,6 +105,19 @@ log-linear histogram (under 0.8% relative error).`,
 			case !bc.embedded && c.Flags().Changed("data"):
 				return usagef("--data goes with --embedded")
 			}
+			if bc.soak {
+				mix, err := checkSoakFlags(c.Flags(), &bc)
+				if err != nil {
+					return err
+				}
+				m.run = func(ctx context.Context) error { return m.soak(ctx, bc, mix) }
+				return nil
+			}
+			for _, name := range []string{"interval", "mix"} {
+				if c.Flags().Changed(name) {
+					return usagef("--%s goes with --soak", name)
+				}
+			}
 			m.run = func(ctx context.Context) error { return m.bench(ctx, bc) }
 			return nil
 		},
@@ -100,7 +132,10 @@ log-linear histogram (under 0.8% relative error).`,
 	f.IntVar(&bc.keys, "keys", 0, "key space size (0: every claim takes a fresh key)")
 	f.Float64Var(&bc.repeat, "repeat", 0, "share of claims (0 to 1) that reuse a key claimed before")
 	f.IntVar(&bc.resultSize, "result-size", 16, "size of each claim's result in `bytes`")
-	f.Float64Var(&bc.rate, "rate", 0, "requests per second in all, sent on a fixed schedule (0: as fast as the workers go); latency then counts from each request's scheduled time")
+	f.Float64Var(&bc.rate, "rate", 0, "requests per second in all, sent on a fixed schedule (0: as fast as the workers go; default 2000 with --soak); latency then counts from each request's scheduled time")
+	f.BoolVar(&bc.soak, "soak", false, "drive a server (--addr) with a mixed load for --duration (default 30m), printing a row of latency and server figures every --interval")
+	f.DurationVar(&bc.interval, "interval", time.Minute, "with --soak: how often to print a row")
+	f.StringVar(&bc.mix, "mix", defaultSoakMix, "with --soak: relative `weights` of the operations: claim (one-step, new key), repeat (one-step, earlier key), and two-step claims that complete, release or abandon")
 	return c
 }
 
