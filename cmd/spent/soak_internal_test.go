@@ -11,10 +11,16 @@ func TestReadMetrics(t *testing.T) {
 # TYPE go_goroutines gauge
 go_goroutines 42
 process_resident_memory_bytes 1.2345678e+08
+# TYPE spent_claim_duration_seconds histogram
 spent_claim_duration_seconds_bucket{endpoint="claim",le="0.001"} 90
 spent_claim_duration_seconds_bucket{endpoint="claim",le="0.002"} 99
 spent_claim_duration_seconds_bucket{endpoint="claim",le="+Inf"} 100
+spent_claim_duration_seconds_sum{endpoint="claim"} 0.1
+spent_claim_duration_seconds_count{endpoint="claim"} 100
 spent_claim_duration_seconds_bucket{endpoint="claims",le="0.001"} 7
+spent_claim_duration_seconds_bucket{endpoint="claims",le="+Inf"} 7
+spent_claim_duration_seconds_sum{endpoint="claims"} 0.1
+spent_claim_duration_seconds_count{endpoint="claims"} 7
 spent_claims_total{namespace="go_goroutines",outcome="fresh"} 5
 `
 	v, buckets, err := readMetrics(strings.NewReader(text), "go_goroutines", "process_resident_memory_bytes", "spent_store_records")

@@ -1,15 +1,15 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"math"
 	"net/http"
-	"strconv"
-	"strings"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	sphttp "github.com/spentledger/spent/http"
 )
@@ -59,69 +59,58 @@ func (s *soakSampler) sample(ctx context.Context) (soakSample, error) {
 	return soakSample{rss: v[0], heap: v[1], goroutines: v[2], records: v[3], removed: v[4], claimBuckets: buckets}, nil
 }
 
-// claimBucketPrefix starts the lines of the claim endpoint's buckets of
-// spent_claim_duration_seconds; the le label follows.
-const claimBucketPrefix = sphttp.MetricClaimDuration + `_bucket{endpoint="claim",le="`
-
-// readMetrics reads from the Prometheus text format in r the values of the
-// named unlabelled metrics, -1 for those absent, and the buckets of the claim
-// endpoint's spent_claim_duration_seconds.
+// readMetrics reads from the Prometheus text format in r (parsed by the
+// Prometheus project's own expfmt) the values of the named unlabelled
+// metrics, -1 for those absent, and the buckets of the claim endpoint's
+// spent_claim_duration_seconds.
 func readMetrics(r io.Reader, names ...string) ([]int64, []soakBucket, error) {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(r)
+	if err != nil {
+		return nil, nil, err
+	}
 	out := make([]int64, len(names))
-	for i := range out {
+	for i, n := range names {
 		out[i] = -1
+		if f := fams[n]; f != nil {
+			for _, m := range f.GetMetric() {
+				if len(m.GetLabel()) == 0 {
+					out[i] = int64(sampleValue(m))
+				}
+			}
+		}
 	}
 	var buckets []soakBucket
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' {
+	for _, m := range fams[sphttp.MetricClaimDuration].GetMetric() {
+		if !hasLabel(m, "endpoint", "claim") || m.GetHistogram() == nil {
 			continue
 		}
-		if rest, ok := strings.CutPrefix(line, claimBucketPrefix); ok {
-			le, val, ok := strings.Cut(rest, `"} `)
-			if !ok {
-				return nil, nil, fmt.Errorf("bucket line %q: want le=\"…\"} count", line)
-			}
-			b, err := parseBucket(le, val)
-			if err != nil {
-				return nil, nil, fmt.Errorf("bucket line %q: %w", line, err)
-			}
-			buckets = append(buckets, b)
-			continue
-		}
-		// An unlabelled sample is "name value [timestamp]".
-		f := strings.Fields(line)
-		if len(f) < 2 {
-			continue
-		}
-		for i, n := range names {
-			if f[0] == n {
-				v, err := strconv.ParseFloat(f[1], 64)
-				if err != nil {
-					return nil, nil, fmt.Errorf("%s: value %q: %w", n, f[1], err)
-				}
-				out[i] = int64(v)
-			}
+		for _, b := range m.GetHistogram().GetBucket() {
+			buckets = append(buckets, soakBucket{b.GetUpperBound(), float64(b.GetCumulativeCount())})
 		}
 	}
-	return out, buckets, sc.Err()
+	return out, buckets, nil
 }
 
-// parseBucket reads a bucket's le label and count.
-func parseBucket(le, count string) (soakBucket, error) {
-	var b soakBucket
-	var err error
-	if b.le, err = strconv.ParseFloat(le, 64); err != nil { // "+Inf" included
-		return b, err
+// sampleValue is the value of a gauge, counter or untyped sample.
+func sampleValue(m *dto.Metric) float64 {
+	switch {
+	case m.GetGauge() != nil:
+		return m.GetGauge().GetValue()
+	case m.GetCounter() != nil:
+		return m.GetCounter().GetValue()
 	}
-	f := strings.Fields(count)
-	if len(f) == 0 {
-		return b, errors.New("no count")
+	return m.GetUntyped().GetValue()
+}
+
+// hasLabel reports whether m has the label name=value.
+func hasLabel(m *dto.Metric, name, value string) bool {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue() == value
+		}
 	}
-	b.count, err = strconv.ParseFloat(f[0], 64)
-	return b, err
+	return false
 }
 
 // serverP99 returns, in milliseconds, the upper bound of the bucket that
