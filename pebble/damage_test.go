@@ -7,9 +7,12 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -86,26 +89,28 @@ func (d *damagedStore) flipped(tb testing.TB, name string, off int64) *vfs.MemFS
 	return fs
 }
 
-// flip inverts the byte at off of file name of the store on fs.
+// flip inverts the byte at off of file name of the store on fs. It may run
+// on goroutines of the test's own, so it reports with Errorf.
 func flip(tb testing.TB, fs vfs.FS, name string, off int64) {
 	tb.Helper()
 	f, err := fs.OpenReadWrite(fs.PathJoin("db", name), vfs.WriteCategoryUnspecified)
 	if err != nil {
-		tb.Fatal(err)
+		tb.Errorf("flip %s+%d: %v", name, off, err)
+		return
 	}
+	defer f.Close()
 	var b [1]byte
 	if _, err := f.ReadAt(b[:], off); err != nil {
-		tb.Fatal(err)
+		tb.Errorf("flip %s+%d: %v", name, off, err)
+		return
 	}
 	b[0] ^= 0xff
 	if _, err := f.WriteAt(b[:], off); err != nil {
-		tb.Fatal(err)
+		tb.Errorf("flip %s+%d: %v", name, off, err)
+		return
 	}
 	if err := f.Sync(); err != nil {
-		tb.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		tb.Fatal(err)
+		tb.Errorf("flip %s+%d: %v", name, off, err)
 	}
 }
 
@@ -250,7 +255,7 @@ func newRand(tb testing.TB, seed uint64) *rand.Rand {
 func TestDamagedManifestIsRefused(t *testing.T) {
 	for _, crash := range []bool{false, true} {
 		t.Run(fmt.Sprintf("Killed=%v", crash), func(t *testing.T) {
-			d := buildAcknowledged(t, 3000, 500, crash)
+			d := buildAcknowledged(t, damageKeys(t), 500, crash)
 			name := currentManifest(t, d.fs)
 			size := fileSize(t, d.fs, d.fs.PathJoin("db", name))
 			// Each byte is flipped in place and back: a refusal leaves the
@@ -272,26 +277,51 @@ func TestDamagedManifestIsRefused(t *testing.T) {
 	}
 }
 
+// damageKeys is how many acknowledged keys the damage tests build their
+// store with: SPENT_DAMAGE_KEYS, or 3,000.
+func damageKeys(tb testing.TB) int {
+	tb.Helper()
+	v := os.Getenv("SPENT_DAMAGE_KEYS")
+	if v == "" {
+		return 3000
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 2000 {
+		tb.Fatalf("SPENT_DAMAGE_KEYS=%q: want a number of at least 2000", v)
+	}
+	return n
+}
+
+// TestDamagedWALTailIsRefused flips bytes of the last 32 KiB of records of
+// the newest WAL, one at a time. SPENT_DAMAGE_FULL=1 flips every one of
+// them (on as many cores as GOMAXPROCS); with SPENT_DAMAGE_KEYS=20000 that
+// is the run BENCHMARKS.md and the "done" refer to.
 func TestDamagedWALTailIsRefused(t *testing.T) {
 	for _, crash := range []bool{false, true} {
 		t.Run(fmt.Sprintf("Killed=%v", crash), func(t *testing.T) {
-			d := buildAcknowledged(t, 3000, 1000, crash)
+			d := buildAcknowledged(t, damageKeys(t), 1000, crash)
 			name := d.newest(t, walNumber)
 			num, _ := walNumber(name)
 			end := walDataEnd(t, d.fs, d.fs.PathJoin("db", name), num)
 			if end < 32<<10 {
 				t.Fatalf("%s holds %d bytes of records, want at least 32 KiB", name, end)
 			}
-			opened, offs := 0, offsets(end-32<<10, end, walFlips)
-			for _, off := range offs {
-				if d.check(t, d.flipped(t, name, off), name, off) {
-					opened++
-				}
-				if t.Failed() {
-					return
-				}
+			offs := offsets(end-32<<10, end, walFlips)
+			var opened atomic.Int64
+			var next atomic.Int64
+			var wg sync.WaitGroup
+			for range runtime.GOMAXPROCS(0) {
+				wg.Go(func() {
+					for i := next.Add(1) - 1; i < int64(len(offs)) && !t.Failed(); i = next.Add(1) - 1 {
+						if d.check(t, d.flipped(t, name, offs[i]), name, offs[i]) {
+							opened.Add(1)
+						}
+					}
+				})
 			}
-			t.Logf("%s: %d of its last 32 KiB of records flipped one at a time; %d refused, %d opened with every key", name, len(offs), len(offs)-opened, opened)
+			wg.Wait()
+			t.Logf("%s: %d of its last 32 KiB of records flipped one at a time, %d keys acknowledged; %d refused, %d opened with every key",
+				name, len(offs), len(d.keys), int64(len(offs))-opened.Load(), opened.Load())
 		})
 	}
 }
