@@ -3,7 +3,6 @@ package pebble_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -31,11 +30,19 @@ type damagedStore struct {
 	keys []spent.Hash
 }
 
-// buildAcknowledged claims n keys in batches and stops the store: all but
-// the last tail keys are flushed to tables (so that the MANIFEST names
-// them), the tail stays in the newest WAL. With crash set the store is not
-// closed: the file system is cloned as a kill -9 would leave it.
-func buildAcknowledged(tb testing.TB, n, tail int, crash bool) *damagedStore {
+// How a damage test's store is stopped before its bytes are flipped.
+const (
+	closed   = iota // Close
+	killed          // kill -9: the file system as a killed process leaves it
+	reopened        // Close, after a reopen half way: the MANIFEST then starts with a snapshot of the version
+)
+
+var stops = map[int]string{closed: "Closed", killed: "Killed", reopened: "Reopened"}
+
+// buildAcknowledged claims n keys in batches and stops the store as stop
+// says: all but the last tail keys are flushed to tables (so that the
+// MANIFEST names them), the tail stays in the newest WAL.
+func buildAcknowledged(tb testing.TB, n, tail, stop int) *damagedStore {
 	tb.Helper()
 	fs := vfs.NewCrashableMem()
 	opts := pebble.WithFS(pebble.DefaultOptions(), fs)
@@ -67,9 +74,17 @@ func buildAcknowledged(tb testing.TB, n, tail int, crash bool) *damagedStore {
 		if err := s.Flush(); err != nil {
 			tb.Fatal(err)
 		}
+		if i == 1 && stop == reopened {
+			if err := s.Close(); err != nil {
+				tb.Fatal(err)
+			}
+			if s, err = pebble.Open("db", opts); err != nil {
+				tb.Fatal(err)
+			}
+		}
 	}
 	claim(n-tail, n)
-	if crash {
+	if stop == killed {
 		// What a killed process leaves: everything it wrote, synced or
 		// not, is in the kernel's page cache and reaches the disk.
 		d.fs = fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 100, RNG: rng})
@@ -253,9 +268,9 @@ func newRand(tb testing.TB, seed uint64) *rand.Rand {
 }
 
 func TestDamagedManifestIsRefused(t *testing.T) {
-	for _, crash := range []bool{false, true} {
-		t.Run(fmt.Sprintf("Killed=%v", crash), func(t *testing.T) {
-			d := buildAcknowledged(t, damageKeys(t), 500, crash)
+	for _, stop := range []int{closed, killed, reopened} {
+		t.Run(stops[stop], func(t *testing.T) {
+			d := buildAcknowledged(t, damageKeys(t), 500, stop)
 			name := currentManifest(t, d.fs)
 			size := fileSize(t, d.fs, d.fs.PathJoin("db", name))
 			// Each byte is flipped in place and back: a refusal leaves the
@@ -297,9 +312,9 @@ func damageKeys(tb testing.TB) int {
 // them (on as many cores as GOMAXPROCS); with SPENT_DAMAGE_KEYS=20000 that
 // is the run BENCHMARKS.md and the "done" refer to.
 func TestDamagedWALTailIsRefused(t *testing.T) {
-	for _, crash := range []bool{false, true} {
-		t.Run(fmt.Sprintf("Killed=%v", crash), func(t *testing.T) {
-			d := buildAcknowledged(t, damageKeys(t), 1000, crash)
+	for _, stop := range []int{closed, killed} {
+		t.Run(stops[stop], func(t *testing.T) {
+			d := buildAcknowledged(t, damageKeys(t), 1000, stop)
 			name := d.newest(t, walNumber)
 			num, _ := walNumber(name)
 			end := walDataEnd(t, d.fs, d.fs.PathJoin("db", name), num)
