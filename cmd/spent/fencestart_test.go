@@ -4,9 +4,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/spentledger/spent/internal/etcdtest"
+	"github.com/spentledger/spent/internal/pgtest"
 	"github.com/spentledger/spent/internal/redistest"
 )
 
@@ -90,44 +94,73 @@ func TestMissingFence(t *testing.T) {
 	})
 }
 
-// TestNodeInUse starts two servers with one node on one shared store: the
-// second is refused at start, and starts once the first has stopped.
-func TestNodeInUse(t *testing.T) {
-	url := redistest.Start(t).URL()
-	dataA, dataB := t.TempDir(), t.TempDir()
-	cfg := WriteConfig(t, twoNamespaces)
-	a := MustServe(t, dataA, nil, nil, "--store", url, "--config", cfg)
-	ClaimBoth(t, a.Addr)
-	// Past the first canary, so that the fence's canaries do not collide
-	// by chance.
-	WaitFence(t, dataA, 2)
-	copySecret(t, dataA, dataB)
-
-	b, r := TryServe(t, dataB, nil, nil, "--store", url, "--config", cfg, "--new-fence")
-	if b != nil {
-		t.Fatal("a second server with node 1 on the store: started, want a refusal")
-	}
-	for _, want := range []string{"node 1 is in use", "lease runs out", "its own node"} {
-		if !strings.Contains(r.Stderr, want) {
-			t.Fatalf("second server with node 1: exit %d, stderr %q; want %q", r.Code, r.Stderr, want)
+// sharedEngines are the shared stores the node lease is tried on, each
+// started for the test.
+var sharedEngines = []struct {
+	name string
+	url  func(t *testing.T) string
+}{
+	{"redis", func(t *testing.T) string { return redistest.Start(t).URL() }},
+	{"postgres", func(t *testing.T) string {
+		dsn := pgtest.DSN(t)
+		sep := "?"
+		if strings.Contains(dsn, "?") {
+			sep = "&"
 		}
+		return dsn + sep + "schema=" + fmt.Sprintf("node_lease_%d_%d", os.Getpid(), time.Now().UnixNano())
+	}},
+	{"etcd", func(t *testing.T) string {
+		return "etcd://" + strings.Join(stripScheme(etcdtest.Start(t, 1).Endpoints()), ",") + "/node-lease-test"
+	}},
+}
+
+// TestNodeInUse starts two servers with one node on one shared store: the
+// second is refused at start, and starts once the first has stopped. The
+// first renews its lease at every advance without a warning.
+func TestNodeInUse(t *testing.T) {
+	for _, eng := range sharedEngines {
+		t.Run(eng.name, func(t *testing.T) {
+			url := eng.url(t)
+			dataA, dataB := t.TempDir(), t.TempDir()
+			cfg := WriteConfig(t, twoNamespaces)
+			a := MustServe(t, dataA, nil, nil, "--store", url, "--config", cfg)
+			ClaimBoth(t, a.Addr)
+			// Past the first canaries, so that the fence's canaries do not
+			// collide by chance, and the lease was renewed.
+			WaitFence(t, dataA, 3)
+			copySecret(t, dataA, dataB)
+
+			b, r := TryServe(t, dataB, nil, nil, "--store", url, "--config", cfg, "--new-fence")
+			if b != nil {
+				t.Fatal("a second server with node 1 on the store: started, want a refusal")
+			}
+			for _, want := range []string{"node 1 is in use", "lease runs out", "its own node", "pid " + strconv.Itoa(os.Getpid())} {
+				if !strings.Contains(r.Stderr, want) {
+					t.Fatalf("second server with node 1: exit %d, stderr %q; want %q", r.Code, r.Stderr, want)
+				}
+			}
+			if code := a.Stop(); code != 0 {
+				t.Fatalf("first server exit: got %d, want 0; stderr:\n%s", code, a.Stderr)
+			}
+			if n := countLines(a.Stderr.String(), "level=WARN", `msg="fence:`); n != 0 {
+				t.Fatalf("first server: %d fence warnings, want none:\n%s", n, a.Stderr)
+			}
+			b = MustServe(t, dataB, nil, nil, "--store", url, "--config", cfg, "--new-fence")
+			AssertRepeats(t, b.Addr)
+			// Long enough for its fence to pass the canaries the first
+			// server left.
+			WaitFence(t, dataB, 5)
+			if code := b.Stop(); code != 0 {
+				t.Fatalf("second server exit: got %d, want 0; stderr:\n%s", code, b.Stderr)
+			}
+			if n := countLines(b.Stderr.String(), "level=WARN", `msg="fence:`); n != 0 {
+				t.Fatalf("second server: %d fence warnings, want none:\n%s", n, b.Stderr)
+			}
+			// The second has stopped gracefully: the first starts again, on
+			// its own fence.
+			MustServe(t, dataA, nil, nil, "--store", url, "--config", cfg).Stop()
+		})
 	}
-	if code := a.Stop(); code != 0 {
-		t.Fatalf("first server exit: got %d, want 0; stderr:\n%s", code, a.Stderr)
-	}
-	b = MustServe(t, dataB, nil, nil, "--store", url, "--config", cfg, "--new-fence")
-	AssertRepeats(t, b.Addr)
-	// Long enough for its fence to pass the canaries the first server left.
-	WaitFence(t, dataB, 4)
-	if code := b.Stop(); code != 0 {
-		t.Fatalf("second server exit: got %d, want 0; stderr:\n%s", code, b.Stderr)
-	}
-	if n := countLines(b.Stderr.String(), "level=WARN", `msg="fence:`); n != 0 {
-		t.Fatalf("second server: %d fence warnings, want none:\n%s", n, b.Stderr)
-	}
-	// The second has stopped gracefully: the first starts again, on its own
-	// fence.
-	MustServe(t, dataA, nil, nil, "--store", url, "--config", cfg).Stop()
 }
 
 // TestDataDirInUse starts a second process on the data directory of a

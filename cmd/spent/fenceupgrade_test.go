@@ -70,6 +70,11 @@ func TestFenceUpgrade(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// A crash right after the upgraded file is written: the restart goes
+	// on with it.
+	if r := RunBinary(t, []string{crashpoint.EnvVar + "=fence.upgraded"}, "serve", "--listen", "127.0.0.1:0", "--data", data, "--config", cfg); !r.Killed() {
+		t.Fatalf("serve with %s=fence.upgraded: got %v, want killed by SIGKILL; stderr:\n%s", crashpoint.EnvVar, r.Err, r.Stderr)
+	}
 	s = MustServe(t, data, nil, nil, "--config", cfg)
 	AssertRepeats(t, s.Addr)
 	s.Stop()
