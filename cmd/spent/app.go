@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/spentledger/spent"
+	"github.com/spentledger/spent/internal/atomicfile"
 )
 
 // Exit statuses. Errors that carry a spent error code exit with that code's
@@ -91,6 +92,13 @@ type Main struct {
 	// has been read but has not reached the handler when the shutdown starts
 	// is closed unanswered by net/http.)
 	WrapHandler func(http.Handler) http.Handler
+	// WrapStore, when set, wraps the store that serve and epoch retire
+	// open. For tests, which use it to fail chosen store calls.
+	WrapStore func(spent.Store) spent.Store
+	// WriteFile, when set, replaces the atomic write of the files of the
+	// data directory (the fence, the secret). For tests, which use it to
+	// fail a write.
+	WriteFile func(path string, data []byte, perm os.FileMode) error
 
 	// run is the selected command's work, set by ParseFlags.
 	run func(ctx context.Context) error
@@ -185,6 +193,15 @@ func (m *Main) onClose(f func() error) {
 	m.mu.Lock()
 	m.closers = append(m.closers, f)
 	m.mu.Unlock()
+}
+
+// writeFile writes a file of the data directory atomically, through
+// m.WriteFile when set.
+func (m *Main) writeFile(path string, data []byte, perm os.FileMode) error {
+	if m.WriteFile != nil {
+		return m.WriteFile(path, data, perm)
+	}
+	return atomicfile.WriteFile(path, data, perm)
 }
 
 func (m *Main) getenv(k string) string {

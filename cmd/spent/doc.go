@@ -12,13 +12,21 @@
 //
 // # Commands
 //
-//   - serve [--config FILE] [--listen ADDR] [--data DIR]: run the HTTP server
+//   - serve [--config FILE] [--listen ADDR] [--data DIR] [--store DSN]
+//     [--new-fence]: run the HTTP server
 //     (package github.com/spentledger/spent/http) over a ledger on the
 //     embedded pebble store. The configuration file (TOML, one table per
 //     namespace; see docs/configuration.md) sets namespaces, tokens, limits
 //     and the sweep interval. The HMAC secret is generated on first start
 //     and kept in DIR/secret, mode 0600. Expired records are swept
-//     periodically. SIGINT or SIGTERM shuts down gracefully.
+//     periodically. SIGINT or SIGTERM shuts down gracefully. The rollback
+//     fence (DIR/fence) names the newest canary record the server wrote to
+//     the store; --new-fence is for the deliberate first start of a data
+//     directory on a store that already holds records (a new server joining
+//     a shared store, or a fence known to be lost).
+//   - epoch retire --yes [--config FILE] [--data DIR] [--store DSN]: with the
+//     server stopped, rotate the issuing keys, empty the token namespaces
+//     and start a new fence generation, accepting the store as it is.
 //   - claim KEY... [--result S | --result-file F] [--fingerprint HEX]
 //     [--place P] [--expires-at T]: claim keys and print each outcome.
 //   - complete KEY... [--result S | --result-file F] [--seq N:C]: end a
@@ -56,6 +64,16 @@
 //   - serve refuses to start with a secret file that others may read or
 //     that has the wrong size, and refuses to generate a new secret beside an
 //     existing store (that would forget every record).
+//   - serve refuses a store that lacks the canary its fence names (a store
+//     restored from a snapshot), a missing fence beside a store that holds
+//     records (unless --new-fence), and a damaged fence.
+//   - A crash or a failure at any step of the fence's advance or of epoch
+//     retire is finished by the next advance, a plain restart or a rerun of
+//     retire: a canary the server wrote but did not record is recognised by
+//     its proof (an HMAC under the data directory's id) and adopted.
+//   - On a shared store, serve refuses a node whose lease another server
+//     holds; one process at a time uses a data directory (DIR/lock, an
+//     flock; the refusal names the holder's pid).
 //   - serve refuses a non-loopback listen address while no tokens are
 //     configured.
 //   - On SIGINT or SIGTERM, in-flight requests finish (within

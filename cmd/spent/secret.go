@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/spentledger/spent"
+	"github.com/spentledger/spent/internal/atomicfile"
 )
 
 // The data directory's layout.
@@ -25,6 +26,12 @@ const (
 // secret beside an existing store: a new secret would silently forget every
 // record, which is an epoch retirement, never an accident.
 func openDataDir(dir string, rnd io.Reader) (secret []byte, created bool, err error) {
+	return openSecret(dir, filepath.Join(dir, storeDir), rnd, atomicfile.WriteFile)
+}
+
+// openSecret is openDataDir that checks for a store in pebbleDir and writes
+// the secret with writeFile.
+func openSecret(dir, pebbleDir string, rnd io.Reader, writeFile func(string, []byte, os.FileMode) error) (secret []byte, created bool, err error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, false, fmt.Errorf("data dir: %w", err)
 	}
@@ -36,15 +43,15 @@ func openDataDir(dir string, rnd io.Reader) (secret []byte, created bool, err er
 	if !errors.Is(err, fs.ErrNotExist) {
 		return nil, false, err
 	}
-	if ents, _ := os.ReadDir(filepath.Join(dir, storeDir)); len(ents) > 0 {
+	if ents, _ := os.ReadDir(pebbleDir); len(ents) > 0 {
 		return nil, false, fmt.Errorf("secret %s is missing but %s holds a store: a new secret would forget every record. Restore the secret file, or move the data directory aside to start a new epoch (see docs/operations.md)",
-			path, filepath.Join(dir, storeDir))
+			path, pebbleDir)
 	}
 	secret = make([]byte, spent.MinSecretLen)
 	if _, err := io.ReadFull(rnd, secret); err != nil {
 		return nil, false, fmt.Errorf("secret: generating: %w", err)
 	}
-	if err := writeFileAtomic(path, secret, 0o600); err != nil {
+	if err := writeFile(path, secret, 0o600); err != nil {
 		return nil, false, fmt.Errorf("secret: %w", err)
 	}
 	return secret, true, nil
@@ -79,44 +86,4 @@ func readSecret(path string) ([]byte, error) {
 		return nil, fmt.Errorf("secret: %w", err)
 	}
 	return secret, nil
-}
-
-// writeFileAtomic writes data to path so that a crash leaves either no file
-// or the whole file: a temporary file in the same directory is written,
-// synced and renamed over path, and then the directory is synced so that the
-// rename itself is durable.
-func writeFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	if err = f.Chmod(perm); err != nil {
-		return err
-	}
-	if _, err = f.Write(data); err != nil {
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(tmp, path); err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

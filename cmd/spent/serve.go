@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -24,6 +25,7 @@ import (
 	"github.com/spentledger/spent"
 	"github.com/spentledger/spent/ecash"
 	sphttp "github.com/spentledger/spent/http"
+	"github.com/spentledger/spent/internal/atomicfile"
 	"github.com/spentledger/spent/privacypass"
 )
 
@@ -38,7 +40,7 @@ const (
 
 func (m *Main) serveCommand() *cobra.Command {
 	var configPath, listen, data, storeURL string
-	var allowNonDurable bool
+	var allowNonDurable, newFence bool
 	c := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the server",
@@ -51,7 +53,13 @@ from the first server; a server with another secret refuses to start.
 Without --config there is one namespace, "default" (echo, 24h retention, 30s
 lease, hold on lease expiry), and no tokens: auth is off and the server only
 listens on a loopback address. The HMAC secret is generated on first start and
-kept in DATA/secret (mode 0600). SIGINT or SIGTERM shuts down gracefully.`,
+kept in DATA/secret (mode 0600). SIGINT or SIGTERM shuts down gracefully.
+
+The rollback fence (DATA/fence) names the newest canary record the server
+wrote to the store; a store without it is refused as rolled back. A data
+directory without a fence beside a store that already holds records is
+refused too, unless this is its deliberate first start: --new-fence (a new
+server joining a shared store, or a fence known to be lost).`,
 		Example: `  spent serve
   spent serve --config spent.toml --listen 0.0.0.0:7070 --data /var/lib/spent
   spent serve --store postgres://spent@db.internal/spent`,
@@ -85,7 +93,7 @@ kept in DATA/secret (mode 0600). SIGINT or SIGTERM shuts down gracefully.`,
 			if err := cfg.checkListen(); err != nil {
 				return &usageError{err}
 			}
-			m.run = func(ctx context.Context) error { return m.serve(ctx, cfg) }
+			m.run = func(ctx context.Context) error { return m.serve(ctx, cfg, newFence) }
 			return nil
 		},
 	}
@@ -95,6 +103,7 @@ kept in DATA/secret (mode 0600). SIGINT or SIGTERM shuts down gracefully.`,
 	f.StringVar(&data, "data", defaultData, "data `directory`: secret and embedded store (overrides the file's data)")
 	f.StringVar(&storeURL, "store", "", "store `DSN`: "+storeSchemes+" (default: pebble in DATA/"+storeDir+"; overrides the file's [store] url)")
 	f.BoolVar(&allowNonDurable, "allow-non-durable", false, "start a shared store even when its engine may lose acknowledged writes (logs what can be lost)")
+	f.BoolVar(&newFence, "new-fence", false, "first start of a data directory without a fence on a store that already holds records: the fence begins now (refused once DATA/fence exists)")
 	return c
 }
 
@@ -110,37 +119,75 @@ func newLogger(w io.Writer, cfg serveConfig) *slog.Logger {
 // serve runs the server until ctx is cancelled, then shuts down gracefully:
 // the listener closes, in-flight requests finish (within the shutdown
 // timeout), the sweeper stops, and the store closes last.
-func (m *Main) serve(ctx context.Context, cfg serveConfig) error {
+func (m *Main) serve(ctx context.Context, cfg serveConfig, newFence bool) error {
 	log := newLogger(m.Stderr, cfg)
 
-	secret, created, err := openDataDir(cfg.Data, rand.Reader)
+	// The lock comes first: nothing in the data directory is touched while
+	// another process uses it.
+	lock, err := lockDataDir(cfg.Data, true, "stop it first, or give this server its own --data")
+	if err != nil {
+		return err
+	}
+	m.onClose(lock.Close)
+	removeStaleFiles(cfg.Data, log)
+
+	kind, err := storeKind(cfg.StoreURL)
+	if err != nil {
+		return err
+	}
+	var embeddedDir string
+	storeHadFiles := false
+	if kind == "pebble" {
+		if embeddedDir, err = pebbleDir(cfg.StoreURL, cfg.Data); err != nil {
+			return err
+		}
+		ents, _ := os.ReadDir(embeddedDir)
+		storeHadFiles = len(ents) > 0
+	}
+	secret, created, err := openSecret(cfg.Data, filepath.Join(cfg.Data, storeDir), rand.Reader, m.writeFile)
 	if err != nil {
 		return err
 	}
 	if created {
 		log.Info("generated a new secret: this data directory starts a new epoch", "path", filepath.Join(cfg.Data, secretFile))
 	}
+	lc := cfg.Ledger
+	lc.Secret = secret
+	fst := &fenceStart{
+		data: cfg.Data, shared: kind != "pebble", storeHadFiles: storeHadFiles, newFence: newFence, secret: secret,
+		node: lc.Node, interval: cfg.FenceInterval, now: lc.Now, rnd: rand.Reader, log: log, writeFile: m.writeFile,
+	}
+	fstate, fenceMissing, err := fst.loadFence()
+	if err != nil {
+		return err
+	}
+
 	opened, err := openStore(ctx, cfg, log)
 	if err != nil {
 		return err
+	}
+	if m.WrapStore != nil {
+		opened.store = m.WrapStore(opened.store)
 	}
 	store := opened.store
 	closeStore := sync.OnceValue(store.Close)
 	m.onClose(closeStore)
 
-	lc := cfg.Ledger
-	lc.Secret = secret
-	if err := checkSecret(ctx, store, secret, lc.Node, lc.Now()); err != nil {
+	fst.store = store
+	fnc, err := fst.open(ctx, fstate, fenceMissing, opened.kind+" at "+opened.where)
+	if err != nil {
 		if errors.Is(err, errSecretMismatch) {
 			return fmt.Errorf("%w: servers sharing a store must share %s (copy it from a server already running on this store)",
 				err, filepath.Join(cfg.Data, secretFile))
 		}
 		return err
 	}
-	fnc, err := openFence(ctx, cfg.Data, store, lc.Node, lc.Now, log)
-	if err != nil {
-		return err
-	}
+	leaseHeld := true
+	defer func() {
+		if leaseHeld {
+			fnc.close(context.Background())
+		}
+	}()
 	ledger, err := spent.NewLedger(ctx, store, lc)
 	if err != nil {
 		return fmt.Errorf("starting ledger: %w", err)
@@ -275,12 +322,26 @@ func (m *Main) serve(ctx context.Context, cfg serveConfig) error {
 	if err := fnc.advance(context.Background()); err != nil {
 		log.Warn("fence: last advance before stopping", "err", err)
 	}
+	fnc.close(context.Background())
+	leaseHeld = false
 	if err := closeStore(); err != nil {
 		log.Error("closing store", "err", err)
 		return errors.Join(runErr, fmt.Errorf("closing store: %w", err))
 	}
 	log.Info("stopped")
 	return runErr
+}
+
+// removeStaleFiles removes the temporary files that a write killed in the
+// middle left in the data directory, and logs each.
+func removeStaleFiles(dir string, log *slog.Logger) {
+	removed, err := atomicfile.RemoveStale(dir)
+	for _, p := range removed {
+		log.Info("removed a temporary file left by an interrupted write", "path", p)
+	}
+	if err != nil {
+		log.Warn("removing temporary files left by interrupted writes", "err", err)
+	}
 }
 
 // Where the privacypass section keeps its files in the data directory.

@@ -50,7 +50,8 @@ func TestSharedStore(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(dataB, "secret"), secret, 0o600); err != nil {
 				t.Fatal(err)
 			}
-			b := MustServe(t, dataB, nil, nil, "--store", url, "--config", WriteConfig(t, "node = 2\n"))
+			// B joins a store that holds records: its first start says so.
+			b := MustServe(t, dataB, nil, nil, "--store", url, "--config", WriteConfig(t, "node = 2\n"), "--new-fence")
 
 			// A server with a secret of its own is refused.
 			r := Run(t, nil, "serve", "--listen", "127.0.0.1:0", "--data", t.TempDir(), "--store", url, "--config", WriteConfig(t, "node = 3\n"))

@@ -128,16 +128,40 @@ const secretCheckLife = 100 * 365 * 24 * time.Hour
 // errSecretMismatch says that the store was set up with another secret.
 var errSecretMismatch = errors.New("this store was set up with another secret")
 
-// checkSecret records a MAC of secret in the store on first start, and on
-// every later start checks that the secret is the same. The MAC does not
-// reveal the secret.
-func checkSecret(ctx context.Context, store spent.Store, secret []byte, node uint32, now time.Time) error {
+// secretMAC is what the secret check record holds: a MAC of the secret,
+// which does not reveal it.
+func secretMAC(secret []byte) []byte {
 	m := hmac.New(sha256.New, secret)
 	m.Write([]byte("spent: secret check v1"))
-	mac := m.Sum(nil)
+	return m.Sum(nil)
+}
+
+// findSecretCheck reports whether the store holds a secret check record,
+// without writing one: a store that holds one holds records. It returns
+// errSecretMismatch when the record was made with another secret.
+func findSecretCheck(ctx context.Context, store spent.Store, secret []byte, now time.Time) (bool, error) {
+	rec, err := store.Get(ctx, secretCheckKey, now)
+	if errors.Is(err, spent.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("secret check: %w", err)
+	}
+	if !hmac.Equal(rec.Result, secretMAC(secret)) {
+		return true, errSecretMismatch
+	}
+	return true, nil
+}
+
+// checkSecret records a MAC of secret in the store on first start, and on
+// every later start checks that the secret is the same. It reports whether
+// it created the record (the store held none: it was empty, or set up by a
+// server older than the check). The MAC does not reveal the secret.
+func checkSecret(ctx context.Context, store spent.Store, secret []byte, node uint32, now time.Time) (created bool, err error) {
+	mac := secretMAC(secret)
 	first, err := store.ReserveSeq(ctx, node, 1)
 	if err != nil {
-		return fmt.Errorf("secret check: %w", err)
+		return false, fmt.Errorf("secret check: %w", err)
 	}
 	rec := spent.Record{
 		Namespace: "spent.meta", Key: secretCheckKey, FirstSeen: now, Place: "secret-check",
@@ -146,10 +170,10 @@ func checkSecret(ctx context.Context, store spent.Store, secret []byte, node uin
 	}
 	res, err := store.Claim(ctx, spent.ClaimOp{Record: rec, Now: now})
 	if err != nil {
-		return fmt.Errorf("secret check: %w", err)
+		return false, fmt.Errorf("secret check: %w", err)
 	}
 	if !hmac.Equal(res.Record.Result, mac) {
-		return errSecretMismatch
+		return false, errSecretMismatch
 	}
-	return nil
+	return res.Inserted, nil
 }
