@@ -16,6 +16,7 @@ import (
 
 	"github.com/spentledger/spent"
 	"github.com/spentledger/spent/ecash"
+	"github.com/spentledger/spent/pebble"
 	"github.com/spentledger/spent/internal/crashpoint"
 )
 
@@ -37,9 +38,9 @@ store went backwards (a restored snapshot) and the server refuses to start.`,
 
 func (m *Main) epochRetireCommand() *cobra.Command {
 	var configPath, data, storeURL string
-	var yes bool
+	var yes, acceptDamage bool
 	c := &cobra.Command{
-		Use:   "retire --yes [--config FILE] [--data DIR] [--store DSN]",
+		Use:   "retire --yes [--accept-damage] [--config FILE] [--data DIR] [--store DSN]",
 		Short: "Rotate every issuing key and move the fence to a new generation",
 		Long: `Retire the current epoch, with the server stopped. It
 
@@ -59,7 +60,13 @@ func (m *Main) epochRetireCommand() *cobra.Command {
 Keys of echo and refuse namespaces are not tokens and cannot be rotated: a
 store restored from a snapshot has forgotten what was claimed since, and
 retiring the epoch accepts that loss for them. Decide that first
-(docs/operations.md, "Restoring a store").`,
+(docs/operations.md, "Restoring a store").
+
+An embedded store that spent refuses as damaged (its MANIFEST or newest WAL
+holds less than it acknowledged) is retired the same way with
+--accept-damage: the store is opened with what survived, and the keys of
+echo and refuse namespaces it lost may be claimed fresh again. Copy the
+damaged directory aside first (docs/operations.md, "A damaged store").`,
 		Example: `  spent epoch retire --yes --data /var/lib/spent --config /etc/spent.toml`,
 		Args:    exactArgs(0, "no arguments"),
 		RunE: func(c *cobra.Command, _ []string) error {
@@ -82,6 +89,7 @@ retiring the epoch accepts that loss for them. Decide that first
 			if !yes {
 				return usagef("epoch retire rotates every issuing key and accepts the store as it is now: add --yes")
 			}
+			cfg.Store.AcceptDamage = acceptDamage
 			m.run = func(ctx context.Context) error { return m.retireEpoch(ctx, cfg) }
 			return nil
 		},
@@ -91,6 +99,7 @@ retiring the epoch accepts that loss for them. Decide that first
 	f.StringVar(&data, "data", defaultData, "the server's data `directory`")
 	f.StringVar(&storeURL, "store", "", "the server's store `DSN` (default: the file's [store] url, else pebble in DATA)")
 	f.BoolVar(&yes, "yes", false, "confirm")
+	f.BoolVar(&acceptDamage, "accept-damage", false, "open an embedded store refused as damaged with what survived (see docs/operations.md, \"A damaged store\")")
 	return c
 }
 
@@ -130,6 +139,9 @@ func (m *Main) retireEpoch(ctx context.Context, cfg serveConfig) error {
 	}
 
 	opened, err := openStore(ctx, cfg, log)
+	if errors.Is(err, pebble.ErrDamaged) && !cfg.Store.AcceptDamage {
+		return fmt.Errorf("%w. If you decided to go on with what survived, run spent epoch retire --yes --accept-damage", err)
+	}
 	if err != nil {
 		return err
 	}
