@@ -333,7 +333,11 @@ func (f *fence) releaseOld(ctx context.Context, now time.Time) {
 		case err == nil, errors.Is(err, spent.ErrNotFound), errors.Is(err, spent.ErrSeqMismatch), errors.Is(err, spent.ErrNotPending):
 		default:
 			kept = append(kept, r)
-			f.log.Warn("fence: releasing an old canary failed; retrying at the next advance", "key", r.Key, "seq", r.Seq, "err", err)
+			if ctx.Err() == nil {
+				// (A shutdown that cut the release short is no news:
+				// the last advance releases it.)
+				f.log.Warn("fence: releasing an old canary failed; retrying at the next advance", "key", r.Key, "seq", r.Seq, "err", err)
+			}
 		}
 	}
 	f.state.Release = kept
