@@ -67,8 +67,8 @@ type Config struct {
 // [DefaultPolicy], node 1 and the system clock. The secret must still be set.
 func DefaultConfig() Config {
 	return Config{
-		Node:       1,
-		Namespaces: map[string]Policy{"default": DefaultPolicy()},
+		Node:           1,
+		Namespaces:     map[string]Policy{"default": DefaultPolicy()},
 		MaxResult:      DefaultMaxResult,
 		MaxBatchResult: DefaultMaxBatchResult,
 		SeqBlock:       1 << 16,
