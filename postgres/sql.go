@@ -20,8 +20,8 @@ const limitedCols = "key, namespace, raw_key, first_seen, place, fingerprint, st
 // filled in. Each is prepared once per connection (pgx's statement cache).
 type queries struct {
 	claim, get, getAny, getAnyLimit, complete, release string
-	listPending, listPendingAll, deleteExpired, purge string
-	reserveSeq, count, getCounter, durabilitySettings string
+	listPending, listPendingAll, deleteExpired, purge  string
+	reserveSeq, count, getCounter, durabilitySettings  string
 }
 
 func newQueries(schema string) queries {
@@ -54,10 +54,10 @@ func newQueries(schema string) queries {
 SELECT true, NULL::bytea, NULL::bytea, NULL::bytea, NULL::bigint, NULL::bytea, NULL::bytea, 0::smallint,
 	NULL::bytea, 0::bigint, NULL::bigint, 0::bigint, 0::bigint, NULL::bigint FROM ins
 UNION ALL
-SELECT false, `+strings.ReplaceAll(limitedCols, "{lim}", "$15")+` FROM {records} WHERE key = $1 AND NOT EXISTS (SELECT 1 FROM ins)`),
+SELECT false, ` + strings.ReplaceAll(limitedCols, "{lim}", "$15") + ` FROM {records} WHERE key = $1 AND NOT EXISTS (SELECT 1 FROM ins)`),
 
-		get:    r.Replace(`SELECT {cols} FROM {records} WHERE key = $1 AND expires_at > $2`),
-		getAny: r.Replace(`SELECT {cols} FROM {records} WHERE key = $1`),
+		get:         r.Replace(`SELECT {cols} FROM {records} WHERE key = $1 AND expires_at > $2`),
+		getAny:      r.Replace(`SELECT {cols} FROM {records} WHERE key = $1`),
 		getAnyLimit: r.Replace(`SELECT ` + strings.ReplaceAll(limitedCols, "{lim}", "$2") + ` FROM {records} WHERE key = $1`),
 
 		// Complete: the update, or else the live row as the snapshot saw
