@@ -17,12 +17,12 @@ const DefaultStoreLogInterval = 10 * time.Second
 // how many requests failed since the last line), and the first success
 // after failures (with how long they lasted and how many requests failed).
 type stateLog struct {
-	log       *slog.Logger
-	every     time.Duration
-	now       func() time.Time
-	down, up  string // the messages of the two changes
-	still     string // the message of the summary
-	flag atomic.Bool
+	log      *slog.Logger
+	every    time.Duration
+	now      func() time.Time
+	down, up string // the messages of the two changes
+	still    string // the message of the summary
+	flag     atomic.Bool
 
 	mu      sync.Mutex
 	since   time.Time // the first failure
