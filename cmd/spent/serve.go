@@ -159,9 +159,7 @@ func (m *Main) serve(ctx context.Context, cfg serveConfig) error {
 	var stopping atomic.Bool
 	hc := sphttp.DefaultConfig()
 	hc.Tokens = cfg.Tokens
-	if cfg.MaxBody > 0 {
-		hc.MaxBody = cfg.MaxBody
-	}
+	hc.MaxBody = cfg.maxBody()
 	hc.Registerer = reg
 	hc.Gatherer = reg
 	hc.Logger = log
@@ -202,6 +200,15 @@ func (m *Main) serve(ctx context.Context, cfg serveConfig) error {
 		handler = mux
 	}
 
+	// Every route shares one budget of bodies in flight; without tokens,
+	// only requests addressed to a loopback name are served (see
+	// sphttp.LoopbackOnly).
+	if handler, err = sphttp.LimitBodies(handler, cfg.MaxBodies, hc.MaxBody); err != nil {
+		return err
+	}
+	if len(cfg.Tokens) == 0 {
+		handler = sphttp.LoopbackOnly(handler)
+	}
 	if m.WrapHandler != nil {
 		handler = m.WrapHandler(handler)
 	}
