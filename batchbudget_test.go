@@ -163,6 +163,28 @@ func TestClaimBatchBudgetCases(t *testing.T) {
 		}
 		check(t, res)
 	})
+	t.Run("AmbiguousFreshKeepsItsResult", func(t *testing.T) {
+		// A one-step claim written before the failure is read back as
+		// the op's own: fresh, with the result it sent, however long.
+		f := mustOpen(t, func(c *spent.Config) { c.MaxBatchResult = budget })
+		f.store.SetFaults(inmem.Faults{After: func(op string) error {
+			if op == "claim_batch" {
+				return errors.New("acknowledgement lost")
+			}
+			return nil
+		}})
+		mine := bytes.Repeat([]byte("m"), 900)
+		res, err := f.ledger.ClaimBatch(ctx, []spent.Claim{
+			{Namespace: nsEcho, Key: "mine", Fingerprint: fpA, Result: mine},
+			{Namespace: nsEcho, Key: "other", Fingerprint: fpA},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res[0].Outcome != spent.Fresh || res[0].ResultOmitted || !bytes.Equal(res[0].Record.Result, mine) {
+			t.Fatalf("results[0]: got %v with %d bytes, omitted %v; want fresh with the 900 bytes sent", res[0].Outcome, len(res[0].Record.Result), res[0].ResultOmitted)
+		}
+	})
 	t.Run("ReadFailsLeavesOmitted", func(t *testing.T) {
 		// When the ledger cannot read an omitted result, the replay keeps
 		// its outcome and is marked: the caller reads it later.

@@ -347,6 +347,10 @@ func (l *Ledger) resolve(ctx context.Context, p Policy, c *Claim, op *ClaimOp, c
 	}
 	r := got.Record
 	if r.Seq == op.Record.Seq {
+		if got.ResultOmitted {
+			// The record is the op's own: its result is the op's.
+			r.Result = op.Record.Result
+		}
 		return Result{Outcome: Fresh, Record: r}, 0, nil
 	}
 	if FreeAt(&r, op.Now, op.Retake) {

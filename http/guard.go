@@ -51,7 +51,7 @@ func (b *bodyBudget) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		b.next.ServeHTTP(w, r)
 		return
 	case n > b.maxBody:
-		r.Close = true
+		w.Header()["Connection"] = hdrClose
 		writeProblem(w, spent.ETooLarge, StatusOf(spent.ETooLarge), "body of "+strconv.FormatInt(n, 10)+" bytes: at most "+strconv.FormatInt(b.maxBody, 10))
 		return
 	case n < 0:
@@ -59,10 +59,10 @@ func (b *bodyBudget) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, b.maxBody)
 	}
 	if !b.sem.TryAcquire(n) {
-		// Unread, the body would hold the connection: close it after
-		// the answer.
-		r.Close = true
-		w.Header()["Retry-After"] = []string{"1"}
+		// The body stays unread: close the connection after the
+		// answer rather than read it.
+		w.Header()["Connection"] = hdrClose
+		w.Header()["Retry-After"] = hdrOne
 		writeProblem(w, spent.EUnavailable, http.StatusServiceUnavailable,
 			"server busy: request bodies in flight fill the budget of "+strconv.FormatInt(b.total, 10)+" bytes; retry")
 		return
@@ -70,6 +70,12 @@ func (b *bodyBudget) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer b.sem.Release(n)
 	b.next.ServeHTTP(w, r)
 }
+
+// Shared header values of the guards.
+var (
+	hdrClose = []string{"close"}
+	hdrOne   = []string{"1"}
+)
 
 // writeProblem writes a problem document outside a Server's exchange.
 func writeProblem(w http.ResponseWriter, code string, status int, detail string) {
