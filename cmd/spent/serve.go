@@ -159,7 +159,9 @@ func (m *Main) serve(ctx context.Context, cfg serveConfig) error {
 	var stopping atomic.Bool
 	hc := sphttp.DefaultConfig()
 	hc.Tokens = cfg.Tokens
-	hc.MaxBody = cfg.maxBody()
+	if cfg.MaxBody > 0 {
+		hc.MaxBody = cfg.MaxBody
+	}
 	hc.Registerer = reg
 	hc.Gatherer = reg
 	hc.Logger = log
@@ -203,7 +205,7 @@ func (m *Main) serve(ctx context.Context, cfg serveConfig) error {
 	// Every route shares one budget of bodies in flight; without tokens,
 	// only requests addressed to a loopback name are served (see
 	// sphttp.LoopbackOnly).
-	if handler, err = sphttp.LimitBodies(handler, cfg.MaxBodies, hc.MaxBody); err != nil {
+	if handler, err = sphttp.LimitBodies(handler, cfg.MaxBodies, cfg.maxBody()); err != nil {
 		return err
 	}
 	if len(cfg.Tokens) == 0 {
