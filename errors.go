@@ -29,9 +29,13 @@ const (
 	EUnauthorized = "unauthorized"
 	// EForbidden: credentials without the needed scope.
 	EForbidden = "forbidden"
-	// EUnavailable: the store could not be written or read; retry. Never a
-	// fresh claim.
+	// EUnavailable: the store could not be written or read, or the server
+	// has no room for the request now; retry. Never a fresh claim.
 	EUnavailable = "unavailable"
+	// EHostNotAllowed: the request's Host is not a loopback name or address
+	// while authentication is off (a web page reaching a loopback server
+	// through DNS rebinding sends its own name).
+	EHostNotAllowed = "host_not_allowed"
 	// EInternal: a bug.
 	EInternal = "internal"
 )

@@ -28,6 +28,9 @@ const (
 	DefaultMaxResult = 1 << 20
 	// MaxBatch is the most claims in one batch.
 	MaxBatch = 10000
+	// DefaultMaxBatchResult is the default budget of result bytes in the
+	// answer to one batch: 16 MiB.
+	DefaultMaxBatchResult = 16 << 20
 	// ReservedPrefix starts the names of the namespaces the server keeps for
 	// itself (its secret check and its rollback fence); configured namespaces
 	// may not use it.
@@ -47,6 +50,13 @@ type Config struct {
 	Namespaces map[string]Policy
 	// MaxResult is the largest result accepted, in bytes.
 	MaxResult int
+	// MaxBatchResult is the most result bytes the answer to one ClaimBatch
+	// carries, summed over its replayed claims. Replays past it come without
+	// their result ([Result].ResultOmitted), for the caller to read with
+	// Get. It bounds the memory one batch can take: without it, a batch of
+	// MaxBatch repeats of a key holding a MaxResult result would build an
+	// answer of MaxBatch × MaxResult bytes.
+	MaxBatchResult int
 	// SeqBlock is how many seq counters are reserved from the store at once.
 	SeqBlock uint64
 	// Now is the clock. Tests inject a fake one.
@@ -57,11 +67,12 @@ type Config struct {
 // [DefaultPolicy], node 1 and the system clock. The secret must still be set.
 func DefaultConfig() Config {
 	return Config{
-		Node:       1,
-		Namespaces: map[string]Policy{"default": DefaultPolicy()},
-		MaxResult:  DefaultMaxResult,
-		SeqBlock:   1 << 16,
-		Now:        time.Now,
+		Node:           1,
+		Namespaces:     map[string]Policy{"default": DefaultPolicy()},
+		MaxResult:      DefaultMaxResult,
+		MaxBatchResult: DefaultMaxBatchResult,
+		SeqBlock:       1 << 16,
+		Now:            time.Now,
 	}
 }
 
@@ -81,11 +92,14 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("spent: %w", err)
 		}
 		if err := p.Validate(); err != nil {
-			return fmt.Errorf("spent: namespace %q: %w", name, err)
+			return fmt.Errorf("spent: namespace %s: %w", QuoteInput(name), err)
 		}
 	}
 	if c.MaxResult <= 0 {
 		return errors.New("spent: max result must be positive")
+	}
+	if c.MaxBatchResult <= 0 {
+		return errors.New("spent: max batch result must be positive")
 	}
 	if c.SeqBlock == 0 {
 		return errors.New("spent: seq block must be positive")
@@ -200,7 +214,7 @@ func (l *Ledger) nextSeq(ctx context.Context) (Seq, error) {
 func (l *Ledger) policy(ns string) (Policy, error) {
 	p, ok := l.cfg.Namespaces[ns]
 	if !ok {
-		return p, Errorf(EUnknownNamespace, "unknown namespace %q", ns)
+		return p, Errorf(EUnknownNamespace, "unknown namespace %s", QuoteInput(ns))
 	}
 	return p, nil
 }
@@ -312,7 +326,8 @@ func (l *Ledger) Claim(ctx context.Context, c Claim) (Result, error) {
 	}
 	res, err := l.store.Claim(ctx, op)
 	if err != nil {
-		return l.resolve(ctx, p, &c, &op, err)
+		r, _, err := l.resolve(ctx, p, &c, &op, err, l.readBack)
+		return r, err
 	}
 	return answer(p, &c, &op, res), nil
 }
@@ -320,25 +335,47 @@ func (l *Ledger) Claim(ctx context.Context, c Claim) (Result, error) {
 // resolve settles an ambiguous claim by reading the key back: its own seq
 // means the write happened (fresh); another record gives the normal second
 // answer; no record, or no answer from the store, is a retryable error.
-func (l *Ledger) resolve(ctx context.Context, p Policy, c *Claim, op *ClaimOp, cause error) (Result, error) {
+// read reads the key back; it may leave out a long result (ResultOmitted),
+// whose length resolve returns.
+func (l *Ledger) resolve(ctx context.Context, p Policy, c *Claim, op *ClaimOp, cause error,
+	read func(context.Context, *ClaimOp) (ClaimResult, error)) (Result, int, error) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	r, err := l.store.Get(rctx, op.Record.Key, op.Now)
+	got, err := read(rctx, op)
 	if err != nil {
-		return Result{}, &Error{Code: EUnavailable, Message: "claim failed and could not be read back", Err: cause}
+		return Result{}, 0, &Error{Code: EUnavailable, Message: "claim failed and could not be read back", Err: cause}
 	}
+	r := got.Record
 	if r.Seq == op.Record.Seq {
-		return Result{Outcome: Fresh, Record: r}, nil
+		if got.ResultOmitted {
+			// The record is the op's own: its result is the op's.
+			r.Result = op.Record.Result
+		}
+		return Result{Outcome: Fresh, Record: r}, 0, nil
 	}
 	if FreeAt(&r, op.Now, op.Retake) {
-		return Result{}, &Error{Code: EUnavailable, Message: "claim failed; key still free, retry", Err: cause}
+		return Result{}, 0, &Error{Code: EUnavailable, Message: "claim failed; key still free, retry", Err: cause}
 	}
-	return answer(p, c, op, ClaimResult{Record: r}), nil
+	return answer(p, c, op, got), got.ResultLen, nil
+}
+
+// readBack reads op's key back, result and all.
+func (l *Ledger) readBack(ctx context.Context, op *ClaimOp) (ClaimResult, error) {
+	r, err := l.store.Get(ctx, op.Record.Key, op.Now)
+	return ClaimResult{Record: r}, err
 }
 
 // ClaimBatch answers each claim in order, as Claim would, with everything
 // durable on return (Claim.Early is ignored). A malformed claim rejects the
 // whole batch before anything is written.
+//
+// The answer carries at most [Config].MaxBatchResult result bytes: each op
+// asks the store for results of at most MaxBatchResult/len(cs) bytes
+// ([ClaimOp].ResultLimit), and the replays whose result was left out are
+// then filled in order, reading each key once, while the answer's total
+// stays within the budget. Replays still without their result are marked
+// [Result].ResultOmitted. Repeats of one key in the answer share the bytes
+// of its result.
 func (l *Ledger) ClaimBatch(ctx context.Context, cs []Claim) ([]Result, error) {
 	if len(cs) > MaxBatch {
 		return nil, Errorf(ETooLarge, "batch of %d claims: at most %d", len(cs), MaxBatch)
@@ -346,6 +383,7 @@ func (l *Ledger) ClaimBatch(ctx context.Context, cs []Claim) ([]Result, error) {
 	now := l.cfg.Now()
 	ops := make([]ClaimOp, len(cs))
 	pols := make([]Policy, len(cs))
+	limit := max(1, l.cfg.MaxBatchResult/max(1, len(cs)))
 	for i := range cs {
 		op, p, err := l.prepare(ctx, &cs[i], now)
 		if err != nil {
@@ -356,27 +394,98 @@ func (l *Ledger) ClaimBatch(ctx context.Context, cs []Claim) ([]Result, error) {
 			return nil, err
 		}
 		op.Early = false
+		op.ResultLimit = limit
 		ops[i], pols[i] = op, p
 	}
-	res, err := l.store.ClaimBatch(ctx, ops)
 	out := make([]Result, len(cs))
-	if err != nil {
-		for i := range cs {
-			r, rerr := l.resolve(ctx, pols[i], &cs[i], &ops[i], err)
-			if rerr != nil {
-				return nil, rerr
+	omitted := make([]int, len(cs)) // the length of each result left out
+	res, cause := l.store.ClaimBatch(ctx, ops)
+	if cause != nil {
+		// Read each key back once, leaving out long results as the
+		// store would have.
+		seen := make(map[Hash]ClaimResult)
+		read := func(ctx context.Context, op *ClaimOp) (ClaimResult, error) {
+			if got, ok := seen[op.Record.Key]; ok {
+				return got, nil
 			}
-			out[i] = r
+			got, err := l.readBack(ctx, op)
+			if err != nil {
+				return got, err
+			}
+			got = LimitResult(got, limit)
+			seen[op.Record.Key] = got
+			return got, nil
 		}
-		return out, nil
+		for i := range cs {
+			var err error
+			if out[i], omitted[i], err = l.resolve(ctx, pols[i], &cs[i], &ops[i], cause, read); err != nil {
+				return nil, err
+			}
+		}
+	} else {
+		if len(res) != len(ops) {
+			return nil, &Error{Code: EInternal, Message: fmt.Sprintf("store answered %d of %d claims", len(res), len(ops))}
+		}
+		for i := range cs {
+			out[i] = answer(pols[i], &cs[i], &ops[i], res[i])
+			if res[i].ResultOmitted {
+				omitted[i] = res[i].ResultLen
+			}
+		}
 	}
-	if len(res) != len(ops) {
-		return nil, &Error{Code: EInternal, Message: fmt.Sprintf("store answered %d of %d claims", len(res), len(ops))}
-	}
-	for i := range cs {
-		out[i] = answer(pols[i], &cs[i], &ops[i], res[i])
-	}
+	l.fitResults(ctx, now, out, omitted)
 	return out, nil
+}
+
+// fitResults keeps the result bytes of a batch's answer within
+// MaxBatchResult. It walks the replays in order: a result present is kept
+// while it fits, else dropped; a result the store left out (omitted[i] is
+// its length) is read, once per key, while it fits. Replays left without
+// their result are marked ResultOmitted.
+func (l *Ledger) fitResults(ctx context.Context, now time.Time, out []Result, omitted []int) {
+	budget := l.cfg.MaxBatchResult
+	total := 0
+	read := make(map[Hash][]byte)
+	for i := range out {
+		r := &out[i]
+		if r.Outcome != Replayed {
+			continue
+		}
+		if omitted[i] == 0 {
+			if n := len(r.Record.Result); total+n <= budget {
+				total += n
+			} else {
+				r.Record.Result, r.ResultOmitted = nil, true
+			}
+			continue
+		}
+		r.ResultOmitted = true
+		n := omitted[i]
+		if total+n > budget {
+			continue
+		}
+		b, ok := read[r.Record.Key]
+		if !ok {
+			b = l.readResult(ctx, &r.Record, now)
+			read[r.Record.Key] = b
+		}
+		if b != nil && len(b) == n {
+			r.Record.Result, r.ResultOmitted = b, false
+			total += n
+		}
+	}
+}
+
+// readResult reads the result of the complete record rec, found by a claim
+// at now, or returns nil when the store cannot be read or holds another
+// record by now (the caller then leaves the result out, for its reader to
+// read with Get).
+func (l *Ledger) readResult(ctx context.Context, rec *Record, now time.Time) []byte {
+	r, err := l.store.Get(ctx, rec.Key, now)
+	if err != nil || r.Seq != rec.Seq || r.State != StateComplete || r.Result == nil {
+		return nil
+	}
+	return r.Result
 }
 
 // target finds the pending record a Completion or Release addresses and
@@ -602,10 +711,10 @@ func (l *Ledger) Sweep(ctx context.Context, batch int) (int, error) {
 // to 64 bytes and must not start with [ReservedPrefix].
 func checkNamespaceName(name string) error {
 	if name == "" || len(name) > 64 {
-		return fmt.Errorf("namespace name %q: 1 to 64 bytes", name)
+		return fmt.Errorf("namespace name %s: 1 to 64 bytes", QuoteInput(name))
 	}
 	if strings.HasPrefix(name, ReservedPrefix) {
-		return fmt.Errorf("namespace name %q: names starting with %q are the server's own", name, ReservedPrefix)
+		return fmt.Errorf("namespace name %s: names starting with %q are the server's own", QuoteInput(name), ReservedPrefix)
 	}
 	return nil
 }

@@ -91,7 +91,7 @@ func (s *Seq) UnmarshalText(b []byte) error {
 func ParseSeq(str string) (Seq, error) {
 	n, c, ok := strings.Cut(str, ":")
 	if !ok {
-		return Seq{}, fmt.Errorf("spent: seq %q: want node:counter", str)
+		return Seq{}, fmt.Errorf("spent: seq %s: want node:counter", QuoteInput(str))
 	}
 	node, err := strconv.ParseUint(n, 10, 32)
 	if err != nil {
@@ -141,7 +141,7 @@ func (s *State) UnmarshalText(b []byte) error {
 	case "complete":
 		*s = StateComplete
 	default:
-		return fmt.Errorf("spent: unknown state %q", b)
+		return fmt.Errorf("spent: unknown state %s", QuoteInput(string(b)))
 	}
 	return nil
 }

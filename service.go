@@ -53,6 +53,11 @@ type Result struct {
 	// RetryAfter is set with InProgress while the lease runs: how long until it
 	// ends.
 	RetryAfter time.Duration
+	// ResultOmitted is set on a Replayed answer of a batch whose stored
+	// result did not fit in the batch's budget ([Config].MaxBatchResult):
+	// Record.Result is nil, and the caller reads the result with Get. A
+	// single Claim never omits it.
+	ResultOmitted bool
 }
 
 // Completion ends a fresh two-step claim with its result.
@@ -87,6 +92,8 @@ type Service interface {
 	// Claim records the first claim of a key or answers from the record.
 	Claim(ctx context.Context, c Claim) (Result, error)
 	// ClaimBatch answers each claim in order; everything is durable on return.
+	// A replayed answer whose result does not fit in the batch's budget
+	// comes without it (Result.ResultOmitted); read it with Get.
 	ClaimBatch(ctx context.Context, cs []Claim) ([]Result, error)
 	// Complete stores the result of a fresh two-step claim.
 	Complete(ctx context.Context, c Completion) (Record, error)

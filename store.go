@@ -21,6 +21,15 @@ type ClaimOp struct {
 	// make any other answer durable first, and must decide later claims of
 	// the key against the record as usual.
 	Early bool
+	// ResultLimit, when positive, bounds the result bytes the answer may
+	// carry: a live record found (the op did not insert) whose Result is
+	// longer than ResultLimit is returned without it, with
+	// ClaimResult.ResultOmitted set and ResultLen its length. Zero or less
+	// means no limit. It changes only what is returned, never what is
+	// decided or written. The ledger sets it on the ops of a batch, so that
+	// one answer cannot gather many large results (see
+	// [Config].MaxBatchResult).
+	ResultLimit int
 }
 
 // ClaimResult is a store's answer to a ClaimOp.
@@ -28,8 +37,29 @@ type ClaimResult struct {
 	// Inserted is true when Record is the record just written.
 	Inserted bool
 	// Record is the record just written, or the live record that prevented the
-	// write.
+	// write. Its Result is nil when ResultOmitted is set.
 	Record Record
+	// ResultOmitted is set when the live record's result was longer than
+	// the op's ResultLimit and was left out of Record.
+	ResultOmitted bool
+	// ResultLen is the length of the omitted result, when ResultOmitted is
+	// set; zero otherwise.
+	ResultLen int
+}
+
+// LimitResult returns res with the result of its record left out, as
+// [ClaimOp].ResultLimit asks, when res is not an insert, limit is positive
+// and the result is longer than limit. Stores that hold the result bytes
+// anyway use it; stores that can leave a long result where it is (in the
+// engine, unread) should do so instead.
+func LimitResult(res ClaimResult, limit int) ClaimResult {
+	if res.Inserted || limit <= 0 || len(res.Record.Result) <= limit {
+		return res
+	}
+	res.ResultLen = len(res.Record.Result)
+	res.ResultOmitted = true
+	res.Record.Result = nil
+	return res
 }
 
 // CountOp asks a store to add one to a bounded counter (a per-client quota,
@@ -72,12 +102,19 @@ type Store interface {
 	// When Claim returns without error the answer is durable: the inserted
 	// record (or the record returned, whoever wrote it) survives a crash. An
 	// error leaves the outcome unknown: the write may or may not have happened.
+	//
+	// When op.ResultLimit is positive and the live record returned holds a
+	// result longer than it, the record comes without its result
+	// (ResultOmitted, ResultLen): the store must not copy those bytes into
+	// the answer, and should not read them out of its engine where the
+	// engine allows.
 	Claim(ctx context.Context, op ClaimOp) (ClaimResult, error)
 
 	// ClaimBatch applies each op as Claim does, in order (an op sees the
 	// records of earlier ops on the same key), and returns one result per op.
 	// Each op is atomic on its own; the batch as a whole is not. Everything is
-	// durable when ClaimBatch returns without error.
+	// durable when ClaimBatch returns without error. Each op's ResultLimit
+	// applies to its own result, as in Claim.
 	ClaimBatch(ctx context.Context, ops []ClaimOp) ([]ClaimResult, error)
 
 	// Complete atomically turns the live pending record of key, written with

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spentledger/spent"
 	"github.com/spentledger/spent/privacypass"
 )
 
@@ -150,7 +151,7 @@ func (is *Issuer) serveChallenge(w http.ResponseWriter, r *http.Request) {
 
 func (is *Issuer) serveRequest(w http.ResponseWriter, r *http.Request, f func(context.Context, []byte) (Answer, error)) {
 	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, RequestMediaType) {
-		writeError(w, errorf(CodeBadRequest, nil, "content type %q: want %s", ct, RequestMediaType))
+		writeError(w, errorf(CodeBadRequest, nil, "content type %s: want %s", spent.QuoteInput(ct), RequestMediaType))
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))

@@ -25,12 +25,14 @@ const maxNestedOps = 3
 // batchKey is one key of a ClaimBatch: its unanswered ops, in order, and
 // what the batch knows of the key's stored record.
 type batchKey struct {
-	rk    string
-	ops   []int         // indices of the key's unanswered ops, in order
-	known bool          // cur and rev say what is stored, as of the last round
-	cur   *spent.Record // the stored record; nil when absent
-	rev   int64         // its ModRevision
-	lost  int           // conditional writes that found the key changed
+	rk      string
+	ops     []int         // indices of the key's unanswered ops, in order
+	limit   int           // the largest ResultLimit of ops, or 0 when one has none
+	known   bool          // cur and rev say what is stored, as of the last round
+	cur     *spent.Record // the stored record; nil when absent
+	omitted int           // the length of cur's result, when left out (over limit)
+	rev     int64         // its ModRevision
+	lost    int           // conditional writes that found the key changed
 }
 
 // ClaimBatch implements [spent.Store] in rounds. A round sends, for each key
@@ -74,11 +76,19 @@ func (s *Store) claimBatch(ctx context.Context, ops []spent.ClaimOp) ([]spent.Cl
 		h := ops[i].Record.Key
 		k, ok := byHash[h]
 		if !ok {
-			k = &batchKey{rk: s.keys.record(h)}
+			k = &batchKey{rk: s.keys.record(h), limit: ops[i].ResultLimit}
 			byHash[h] = k
 			order = append(order, k)
 		}
 		k.ops = append(k.ops, i)
+		if k.limit > 0 {
+			// A record read for the key keeps a result that any of its
+			// ops may receive, and leaves out one that none may.
+			k.limit = max(k.limit, ops[i].ResultLimit)
+			if ops[i].ResultLimit <= 0 {
+				k.limit = 0
+			}
+		}
 	}
 	for {
 		var todo []*batchKey
@@ -88,7 +98,7 @@ func (s *Store) claimBatch(ctx context.Context, ops []spent.ClaimOp) ([]spent.Cl
 				if spent.FreeAt(k.cur, op.Now, op.Retake) {
 					break
 				}
-				out[k.ops[0]] = spent.ClaimResult{Record: cloneRecord(k.cur)}
+				out[k.ops[0]] = k.answer(op.ResultLimit)
 				k.ops = k.ops[1:]
 			}
 			if len(k.ops) > 0 {
@@ -102,6 +112,19 @@ func (s *Store) claimBatch(ctx context.Context, ops []spent.ClaimOp) ([]spent.Cl
 			return nil, err
 		}
 	}
+}
+
+// answer is the answer from the live record cur to an op of the key with
+// ResultLimit limit.
+func (k *batchKey) answer(limit int) spent.ClaimResult {
+	if k.omitted > 0 {
+		// Left out because it was longer than every op's limit.
+		c := *k.cur
+		return spent.ClaimResult{Record: cloneRecord(&c), ResultOmitted: true, ResultLen: k.omitted}
+	}
+	res := spent.LimitResult(spent.ClaimResult{Record: *k.cur}, limit)
+	res.Record = cloneRecord(&res.Record)
+	return res
 }
 
 // batchRound sends the next op of every key in todo, in transactions cut at
@@ -191,7 +214,7 @@ func (s *Store) batchTxn(ctx context.Context, ops []spent.ClaimOp, vals [][]byte
 			i := k.ops[0]
 			if r.Succeeded {
 				out[i] = spent.ClaimResult{Inserted: true, Record: cloneRecord(&ops[i].Record)}
-				k.known, k.cur, k.rev = true, &ops[i].Record, resp.Header.Revision
+				k.known, k.cur, k.omitted, k.rev = true, &ops[i].Record, 0, resp.Header.Revision
 				k.ops = k.ops[1:]
 				continue
 			}
@@ -200,14 +223,14 @@ func (s *Store) batchTxn(ctx context.Context, ops []spent.ClaimOp, vals [][]byte
 			}
 			kvs := r.Responses[0].GetResponseRange().Kvs
 			if len(kvs) == 0 {
-				k.known, k.cur, k.rev = true, nil, 0
+				k.known, k.cur, k.omitted, k.rev = true, nil, 0, 0
 				continue
 			}
-			cur, err := decodeRecord(ops[i].Record.Key, kvs[0].Value)
+			cur, omitted, err := decodeRecordLimit(ops[i].Record.Key, kvs[0].Value, k.limit)
 			if err != nil {
 				return err
 			}
-			k.known, k.cur, k.rev = true, &cur, kvs[0].ModRevision
+			k.known, k.cur, k.omitted, k.rev = true, &cur, omitted, kvs[0].ModRevision
 		}
 		return nil
 	}

@@ -177,6 +177,18 @@ func decodeRecord(h spent.Hash, v []byte) (spent.Record, error) {
 	return rec, nil
 }
 
+// decodeRecordLimit is decodeRecord that leaves out a result longer than
+// limit (when limit is positive) without copying it, and returns its length.
+// The value itself has come over the network whole: etcd cannot send part of
+// a value.
+func decodeRecordLimit(h spent.Hash, v []byte, limit int) (spent.Record, int, error) {
+	rec, omitted, err := reccodec.DecodeLimit(h, v, limit)
+	if err != nil {
+		return rec, 0, fmt.Errorf("%w: record %s: %v", ErrCorrupt, h, err)
+	}
+	return rec, omitted, nil
+}
+
 // counter is a stored bounded counter.
 type counter struct {
 	value     uint64

@@ -287,12 +287,12 @@ func (s *Store) claim(ctx context.Context, op *spent.ClaimOp) (spent.ClaimResult
 			cmp, old = clientv3.Compare(clientv3.CreateRevision(rk), "=", 0), nil
 			continue
 		}
-		cur, err := decodeRecord(op.Record.Key, kvs[0].Value)
+		cur, omitted, err := decodeRecordLimit(op.Record.Key, kvs[0].Value, op.ResultLimit)
 		if err != nil {
 			return spent.ClaimResult{}, err
 		}
 		if !spent.FreeAt(&cur, op.Now, op.Retake) {
-			return spent.ClaimResult{Record: cur}, nil
+			return spent.ClaimResult{Record: cur, ResultOmitted: omitted > 0, ResultLen: omitted}, nil
 		}
 		cmp, old = clientv3.Compare(clientv3.ModRevision(rk), "=", kvs[0].ModRevision), &cur
 	}

@@ -171,5 +171,5 @@ func forbidden(ns string, admin bool) error {
 	if ns == "" {
 		return spent.Errorf(spent.EForbidden, "token lacks scope %s over all namespaces", scope)
 	}
-	return spent.Errorf(spent.EForbidden, "token lacks scope %s in namespace %q", scope, ns)
+	return spent.Errorf(spent.EForbidden, "token lacks scope %s in namespace %s", scope, spent.QuoteInput(ns))
 }

@@ -189,7 +189,9 @@ func fillFresh(res *spent.Result, c *spent.Claim) {
 }
 
 // ClaimBatch implements spent.Service: one request, answered in order,
-// everything durable before the answer.
+// everything durable before the answer. A replay whose result did not fit in
+// the server's budget for one answer (max_batch_result) has ResultOmitted
+// set and no result: read it with Get.
 func (c *Client) ClaimBatch(ctx context.Context, cs []spent.Claim) ([]spent.Result, error) {
 	size := 16
 	for i := range cs {

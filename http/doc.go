@@ -46,12 +46,24 @@
 //     Bodies over Config.MaxBody are 413.
 //   - Bearer tokens are compared in constant time; a token acts only in its
 //     namespaces and scopes, and force and /v1/unknown need the admin scope.
+//   - Memory per request is bounded: one /v1/claims answer carries at most
+//     the ledger's MaxBatchResult of results (replays past it say
+//     "result_omitted": true, for the client to read with /v1/get), and
+//     [LimitBodies] puts every route of a server behind one budget of bodies
+//     in flight (503 unavailable with Retry-After past it).
+//   - A problem's detail quotes at most a short prefix of any input
+//     (spent.QuoteInput), never a whole namespace, member name or path.
+//   - A failing store is logged when it starts failing, at most once per
+//     Config.StoreLogInterval while it goes on, and when it answers again,
+//     with counts: never once per request.
 //
 // # Caveats
 //
 //   - With no tokens configured, authentication is off and any caller may do
-//     anything, force included: bind such a server to loopback only.
-//     /healthz, /readyz and /metrics never ask for a token.
+//     anything, force included: bind such a server to loopback only, and put
+//     it behind [LoopbackOnly] so that a web page that rebinds its DNS name
+//     to 127.0.0.1 is refused (421 host_not_allowed). /healthz, /readyz and
+//     /metrics never ask for a token.
 //   - Keys, places and namespaces travel as JSON strings, so they must be
 //     valid UTF-8; the client refuses other keys with code invalid rather
 //     than let them be altered in transit.

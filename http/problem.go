@@ -28,7 +28,8 @@ var codes = map[string]struct {
 	spent.ESeqMismatch:      {http.StatusConflict, "Seq mismatch"},
 	spent.ELeaseExpired:     {http.StatusConflict, "Lease expired"},
 	spent.ETooLarge:         {http.StatusRequestEntityTooLarge, "Too large"},
-	spent.EUnavailable:      {http.StatusServiceUnavailable, "Store unavailable"},
+	spent.EUnavailable:      {http.StatusServiceUnavailable, "Unavailable"},
+	spent.EHostNotAllowed:   {http.StatusMisdirectedRequest, "Host not allowed"},
 	spent.EInternal:         {http.StatusInternalServerError, "Internal error"},
 }
 

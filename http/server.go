@@ -37,8 +37,14 @@ type Config struct {
 	// also a Gatherer (a *prometheus.Registry), else the private registry.
 	Gatherer prometheus.Gatherer
 	// Logger receives store failures and internal errors; nil discards them.
-	// Nothing is logged per request.
+	// Nothing is logged per request: a failing store is logged when it
+	// starts failing (with the cause), at most once per StoreLogInterval
+	// while it goes on failing (with the count of requests refused), and
+	// when it answers again (with the duration and the count).
 	Logger *slog.Logger
+	// StoreLogInterval is how often, at most, a store that goes on failing
+	// is logged. Zero means DefaultStoreLogInterval.
+	StoreLogInterval time.Duration
 	// Ready is the /readyz probe. Nil means: a Get of a fixed key in the
 	// first namespace either finds a record or answers not_found.
 	Ready func(context.Context) error
@@ -57,6 +63,9 @@ func (c Config) Validate() error {
 	if c.MaxBody < 0 {
 		return fmt.Errorf("http: max body %d: must not be negative", c.MaxBody)
 	}
+	if c.StoreLogInterval < 0 {
+		return fmt.Errorf("http: store log interval %v: must not be negative", c.StoreLogInterval)
+	}
 	_, err := newGrants(c.Tokens, nil)
 	return err
 }
@@ -73,6 +82,9 @@ type Server struct {
 	ready   func(context.Context) error
 	names   map[string]string // namespace names, for interning
 	pool    sync.Pool         // *exchange
+
+	health    *stateLog // the store, as requests find it
+	readiness *stateLog // the readiness probe
 }
 
 // exchange holds the buffers of one request, reused across requests.
@@ -150,7 +162,26 @@ func NewServer(l *spent.Ledger, cfg Config) (*Server, error) {
 		s.names[ns] = ns
 	}
 	s.pool.New = func() any { return &exchange{d: decoder{names: s.names}} }
+	every := cfg.StoreLogInterval
+	if every == 0 {
+		every = DefaultStoreLogInterval
+	}
+	s.health = &stateLog{log: log, every: every, now: time.Now,
+		down:  "http: store unavailable: refusing requests until it answers again",
+		still: "http: store still unavailable",
+		up:    "http: store available again"}
+	s.readiness = &stateLog{log: log, every: every, now: time.Now,
+		down: "http: not ready", still: "http: still not ready", up: "http: ready again"}
 	return s, nil
+}
+
+// answered records what a ledger call's error says of the store: no error,
+// or one that only a store that answered gives, means the store works.
+func (s *Server) answered(err error) {
+	switch spent.ErrorCode(err) {
+	case "", spent.ENotFound, spent.ENotPending, spent.ESeqMismatch, spent.ELeaseExpired:
+		s.health.ok()
+	}
 }
 
 type slogPrinter struct{ log *slog.Logger }
@@ -213,16 +244,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case routeHealthz, routeReadyz, routeMetrics:
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header()["Allow"] = hdrGet
-			status = s.problem(w, x, spent.EInvalid, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed; use GET")
+			status = s.problem(w, x, spent.EInvalid, http.StatusMethodNotAllowed, "method "+spent.QuoteInput(r.Method)+" not allowed; use GET")
 			return
 		}
 	case routeOther:
-		status = s.problem(w, x, spent.EInvalid, http.StatusNotFound, "no such endpoint: "+r.URL.Path)
+		status = s.problem(w, x, spent.EInvalid, http.StatusNotFound, "no such endpoint: "+spent.QuoteInput(r.URL.Path))
 		return
 	default:
 		if r.Method != http.MethodPost {
 			w.Header()["Allow"] = hdrPost
-			status = s.problem(w, x, spent.EInvalid, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed; use POST")
+			status = s.problem(w, x, spent.EInvalid, http.StatusMethodNotAllowed, "method "+spent.QuoteInput(r.Method)+" not allowed; use POST")
 			return
 		}
 	}
@@ -267,9 +298,10 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request, x *exchange) int
 	defer cancel()
 	if err := s.ready(ctx); err != nil {
 		s.m.storeError(routeReadyz)
-		s.log.Warn("http: not ready", "err", err)
+		s.readiness.fail(routeReadyz, err)
 		return s.problem(w, x, spent.EUnavailable, http.StatusServiceUnavailable, "store not ready")
 	}
+	s.readiness.ok()
 	return s.reply(w, append(x.out[:0], "{\"status\":\"ready\"}\n"...))
 }
 
@@ -345,6 +377,11 @@ func (s *Server) readBody(r *http.Request, x *exchange) error {
 		}
 		if err != nil {
 			x.in = buf[:0]
+			var mbe *http.MaxBytesError
+			if errors.As(err, &mbe) {
+				// A budget (see LimitBodies) stopped the body first.
+				return tooLarge(s.maxBody)
+			}
 			return spent.Errorf(spent.EInvalid, "reading body: %s", err.Error())
 		}
 	}
@@ -370,6 +407,7 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request, x *exchange, g *g
 	start := time.Now()
 	res, err := s.ledger.Claim(r.Context(), c)
 	s.m.duration[0].Observe(time.Since(start).Seconds())
+	s.answered(err)
 	if err != nil {
 		return s.fail(w, x, routeClaim, err)
 	}
@@ -407,6 +445,7 @@ func (s *Server) claims(w http.ResponseWriter, r *http.Request, x *exchange, g *
 	start := time.Now()
 	res, err := s.ledger.ClaimBatch(r.Context(), x.claims)
 	s.m.duration[1].Observe(time.Since(start).Seconds())
+	s.answered(err)
 	if err != nil {
 		return s.fail(w, x, routeClaims, err)
 	}
@@ -443,6 +482,7 @@ func (s *Server) end(w http.ResponseWriter, r *http.Request, x *exchange, g *gra
 		err := s.ledger.Release(r.Context(), spent.Release{
 			Namespace: t.namespace, Key: t.key, Hash: t.hash, Seq: t.seq, Force: t.force,
 		})
+		s.answered(err)
 		if err != nil {
 			return s.fail(w, x, rt, err)
 		}
@@ -451,6 +491,7 @@ func (s *Server) end(w http.ResponseWriter, r *http.Request, x *exchange, g *gra
 	rec, err := s.ledger.Complete(r.Context(), spent.Completion{
 		Namespace: t.namespace, Key: t.key, Hash: t.hash, Seq: t.seq, Result: t.result, Force: t.force,
 	})
+	s.answered(err)
 	if err != nil {
 		return s.fail(w, x, rt, err)
 	}
@@ -470,6 +511,7 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request, x *exchange, g *gra
 		return s.fail(w, x, routeGet, forbidden(ns, false))
 	}
 	rec, err := s.ledger.Get(r.Context(), ns, key)
+	s.answered(err)
 	if err != nil {
 		return s.fail(w, x, routeGet, err)
 	}
@@ -490,6 +532,7 @@ func (s *Server) unknown(w http.ResponseWriter, r *http.Request, x *exchange, g 
 		return s.fail(w, x, routeUnknown, forbidden(ns, true))
 	}
 	recs, err := s.ledger.Unknown(r.Context(), ns, limit)
+	s.answered(err)
 	if err != nil {
 		return s.fail(w, x, routeUnknown, err)
 	}
@@ -533,7 +576,7 @@ func (s *Server) fail(w http.ResponseWriter, x *exchange, rt route, err error) i
 	switch code {
 	case spent.EUnavailable:
 		s.m.storeError(rt)
-		s.log.Warn("http: store unavailable", "route", routes[rt], "err", err)
+		s.health.fail(rt, err)
 	case spent.EInternal:
 		s.log.Error("http: internal error", "route", routes[rt], "err", err)
 	case spent.EUnauthorized:

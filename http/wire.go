@@ -66,7 +66,7 @@ func fields(d *decoder, idx int, names []string, m member) (fieldSet, error) {
 			i++
 		}
 		if i == len(names) {
-			return spent.Errorf(spent.EInvalid, "%sunknown field %s", at(idx), strconv.Quote(string(name)))
+			return spent.Errorf(spent.EInvalid, "%sunknown field %s", at(idx), spent.QuoteInput(string(name)))
 		}
 		nm, bit := names[i], fieldSet(1)<<i
 		if !seen.add(bit) {
@@ -298,12 +298,17 @@ func appendRecord(b []byte, r *spent.Record) []byte {
 
 // appendClaimResult appends the answer to one claim. The result bytes travel
 // only on replayed: on a fresh one-step claim the caller sent them, and
-// refused, mismatch and in_progress carry none.
+// refused, mismatch and in_progress carry none. A replay of a batch whose
+// result did not fit in the batch's budget says "result_omitted":true
+// instead.
 func appendClaimResult(b []byte, res *spent.Result) []byte {
 	b = append(b, `{"outcome":"`...)
 	b = append(b, res.Outcome...)
 	b = append(b, `",`...)
 	b = appendRecordMembers(b, &res.Record, res.Outcome == spent.Replayed)
+	if res.ResultOmitted {
+		b = append(b, `,"result_omitted":true`...)
+	}
 	if res.Outcome == spent.InProgress {
 		if res.Unknown {
 			b = append(b, `,"unknown":true`...)
@@ -502,12 +507,16 @@ func decodeClaimResult(d *decoder, res *spent.Result, hint *spent.Claim) error {
 			}
 			res.Outcome = outcomeOf(s)
 			if res.Outcome == "" {
-				return errors.New("unknown outcome " + strconv.Quote(string(s)))
+				return errors.New("unknown outcome " + spent.QuoteInput(string(s)))
 			}
 			return nil
 		case "unknown":
 			var err error
 			res.Unknown, err = d.boolean()
+			return err
+		case "result_omitted":
+			var err error
+			res.ResultOmitted, err = d.boolean()
 			return err
 		case "retry_after":
 			n, err := d.number()

@@ -117,7 +117,10 @@ func (s *Store) claim(op spent.ClaimOp) (spent.ClaimResult, error) {
 		return spent.ClaimResult{}, err
 	}
 	if r, ok := s.d.recs[op.Record.Key]; ok && !spent.FreeAt(&r, op.Now, op.Retake) {
-		return spent.ClaimResult{Record: clone(r)}, nil
+		// A result over the op's limit is left out before the copy, so
+		// that it is never copied.
+		res := spent.LimitResult(spent.ClaimResult{Record: r}, op.ResultLimit)
+		return spent.ClaimResult{Record: clone(res.Record), ResultOmitted: res.ResultOmitted, ResultLen: res.ResultLen}, nil
 	}
 	rec := clone(op.Record)
 	s.d.recs[rec.Key] = rec

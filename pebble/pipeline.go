@@ -14,6 +14,7 @@ import (
 
 	pdb "github.com/cockroachdb/pebble/v2"
 	"github.com/spentledger/spent"
+	"github.com/spentledger/spent/internal/reccodec"
 )
 
 // The write path. Callers queue requests on Store.reqs. One decision
@@ -533,30 +534,39 @@ func (s *Store) decideOne(rd *round, r *request) {
 // reports that the record belongs to the overlay and must be cloned before
 // it is handed out.
 func (s *Store) lookup(h *spent.Hash) (rec spent.Record, found, shared bool, err error) {
+	rec, _, found, shared, err = s.lookupLimit(h, 0)
+	return rec, found, shared, err
+}
+
+// lookupLimit is lookup that, when limit is positive, decodes a stored
+// record without a result longer than limit, never copying it out of the
+// engine; omitted is then the result's length. A record of the overlay
+// comes whole (its caller limits it before cloning).
+func (s *Store) lookupLimit(h *spent.Hash, limit int) (rec spent.Record, omitted int, found, shared bool, err error) {
 	if p, ok := s.overlay[*h]; ok {
 		if p == nil {
-			return rec, false, false, nil
+			return rec, 0, false, false, nil
 		}
-		return *p, true, true, nil
+		return *p, 0, true, true, nil
 	}
 	if !s.filter.contains(fingerprint(h)) {
 		s.stats.filterSkips.Add(1)
-		return rec, false, false, nil
+		return rec, 0, false, false, nil
 	}
 	s.stats.reads.Add(1)
 	s.kbuf = appendRecordKey(s.kbuf[:0], h)
 	v, closer, err := s.db.Get(s.kbuf)
 	if errors.Is(err, pdb.ErrNotFound) {
-		return rec, false, false, nil
+		return rec, 0, false, false, nil
 	} else if err != nil {
-		return rec, false, false, err
+		return rec, 0, false, false, err
 	}
-	rec, err = decodeRecord(*h, v)
+	rec, omitted, err = reccodec.DecodeLimit(*h, v, limit)
 	closer.Close()
 	if err != nil {
-		return rec, false, false, err
+		return rec, 0, false, false, fmt.Errorf("%w: record %s: %v", ErrCorrupt, *h, err)
 	}
-	return rec, true, false, nil
+	return rec, omitted, true, false, nil
 }
 
 // maxHeld bounds the records the store holds in memory for fresh Early
@@ -580,15 +590,21 @@ func (s *Store) claim(rd *round, op *spent.ClaimOp, hold bool) (spent.ClaimResul
 			s.materialize(rd, h, p)
 		}
 	}
-	cur, found, shared, err := s.lookup(h)
+	cur, omitted, found, shared, err := s.lookupLimit(h, op.ResultLimit)
 	if err != nil {
 		return spent.ClaimResult{}, err
 	}
 	if found && !spent.FreeAt(&cur, op.Now, op.Retake) {
+		// A result over op's limit is left out before the clone, so it
+		// is never copied.
+		res := spent.LimitResult(spent.ClaimResult{Record: cur}, op.ResultLimit)
 		if shared {
-			cur = cloneRecord(&cur)
+			res.Record = cloneRecord(&res.Record)
 		}
-		return spent.ClaimResult{Record: cur}, nil
+		if omitted > 0 {
+			res.ResultOmitted, res.ResultLen = true, omitted
+		}
+		return res, nil
 	}
 	if found {
 		// An expired record, or a pending one retaken: replace it.

@@ -39,7 +39,7 @@ func nullNanos(t time.Time) (any, error) {
 func fromNanos(n int64) time.Time { return time.Unix(0, n).UTC() }
 
 // claimArgs returns the arguments of the claim statement for op: the
-// record's columns, then now and retake.
+// record's columns, then now, retake and the result limit.
 func claimArgs(op *spent.ClaimOp) ([]any, error) {
 	r := &op.Record
 	if err := r.Validate(); err != nil {
@@ -66,7 +66,7 @@ func claimArgs(op *spent.ClaimOp) ([]any, error) {
 		key[:], []byte(r.Namespace), []byte(r.RawKey), first, []byte(r.Place),
 		r.Fingerprint, int16(r.State), r.Result, exp, lease,
 		int64(r.Seq.Node), int64(r.Seq.Counter), // a counter past 2^63 is stored negative, and read back exactly
-		now, op.Retake,
+		now, op.Retake, int64(max(0, op.ResultLimit)),
 	}, nil
 }
 
@@ -82,6 +82,26 @@ type scanRow struct {
 func (r *scanRow) dest() []any {
 	return []any{&r.key, &r.namespace, &r.rawKey, &r.firstSeen, &r.place, &r.fingerprint,
 		&r.state, &r.result, &r.expiresAt, &r.leaseUntil, &r.node, &r.counter}
+}
+
+// limited returns the record of a row read with limitedCols, whose result
+// length is n (nil for no result): a result the statement left out for
+// being longer than limit is reported omitted.
+func (r *scanRow) limited(n *int64, limit int) (spent.ClaimResult, error) {
+	rec, err := r.record()
+	if err != nil {
+		return spent.ClaimResult{}, err
+	}
+	if limit > 0 && n != nil && *n > int64(limit) {
+		if rec.Result != nil {
+			return spent.ClaimResult{}, fmt.Errorf("%w: a result of %d bytes over the limit %d came back", ErrCorrupt, *n, limit)
+		}
+		return spent.ClaimResult{Record: rec, ResultOmitted: true, ResultLen: int(*n)}, nil
+	}
+	if n != nil && (rec.Result == nil || int64(len(rec.Result)) != *n) {
+		return spent.ClaimResult{}, fmt.Errorf("%w: a result of %d bytes came back as %d", ErrCorrupt, *n, len(rec.Result))
+	}
+	return spent.ClaimResult{Record: rec}, nil
 }
 
 // record decodes the scanned row. Fingerprint and Result keep the

@@ -9,12 +9,19 @@ import (
 // recordCols are the columns of a record, in the order scanRecord reads them.
 const recordCols = "key, namespace, raw_key, first_seen, place, fingerprint, state, result, expires_at, lease_until, seq_node, seq_counter"
 
+// limitedCols are recordCols with a result longer than the limit {lim} (a
+// positive bigint parameter; zero for none) left out as NULL, then the
+// result's length: a long result never leaves the server.
+const limitedCols = "key, namespace, raw_key, first_seen, place, fingerprint, state, " +
+	"CASE WHEN {lim}::bigint > 0 AND octet_length(result) > {lim}::bigint THEN NULL ELSE result END, " +
+	"expires_at, lease_until, seq_node, seq_counter, octet_length(result)::bigint"
+
 // queries are the statements of one store, with its schema's table names
 // filled in. Each is prepared once per connection (pgx's statement cache).
 type queries struct {
-	claim, get, getAny, complete, release             string
-	listPending, listPendingAll, deleteExpired, purge string
-	reserveSeq, count, getCounter, durabilitySettings string
+	claim, get, getAny, getAnyLimit, complete, release string
+	listPending, listPendingAll, deleteExpired, purge  string
+	reserveSeq, count, getCounter, durabilitySettings  string
 }
 
 func newQueries(schema string) queries {
@@ -45,12 +52,13 @@ func newQueries(schema string) queries {
 	RETURNING 1
 )
 SELECT true, NULL::bytea, NULL::bytea, NULL::bytea, NULL::bigint, NULL::bytea, NULL::bytea, 0::smallint,
-	NULL::bytea, 0::bigint, NULL::bigint, 0::bigint, 0::bigint FROM ins
+	NULL::bytea, 0::bigint, NULL::bigint, 0::bigint, 0::bigint, NULL::bigint FROM ins
 UNION ALL
-SELECT false, {cols} FROM {records} WHERE key = $1 AND NOT EXISTS (SELECT 1 FROM ins)`),
+SELECT false, ` + strings.ReplaceAll(limitedCols, "{lim}", "$15") + ` FROM {records} WHERE key = $1 AND NOT EXISTS (SELECT 1 FROM ins)`),
 
-		get:    r.Replace(`SELECT {cols} FROM {records} WHERE key = $1 AND expires_at > $2`),
-		getAny: r.Replace(`SELECT {cols} FROM {records} WHERE key = $1`),
+		get:         r.Replace(`SELECT {cols} FROM {records} WHERE key = $1 AND expires_at > $2`),
+		getAny:      r.Replace(`SELECT {cols} FROM {records} WHERE key = $1`),
+		getAnyLimit: r.Replace(`SELECT ` + strings.ReplaceAll(limitedCols, "{lim}", "$2") + ` FROM {records} WHERE key = $1`),
 
 		// Complete: the update, or else the live row as the snapshot saw
 		// it, from which Complete tells which error applies.

@@ -247,12 +247,12 @@ func (s *Store) claim(ctx context.Context, op *spent.ClaimOp, args []any) (spent
 		if err != nil || ok {
 			return res, err
 		}
-		rec, found, err := s.getAny(ctx, op.Record.Key)
+		got, found, err := s.getAnyLimit(ctx, op.Record.Key, op.ResultLimit)
 		if err != nil {
 			return res, err
 		}
-		if found && !spent.FreeAt(&rec, op.Now, op.Retake) {
-			return spent.ClaimResult{Record: rec}, nil
+		if found && !spent.FreeAt(&got.Record, op.Now, op.Retake) {
+			return got, nil
 		}
 	}
 	return spent.ClaimResult{}, ErrUnsettled
@@ -273,7 +273,9 @@ func (s *Store) claimOnce(ctx context.Context, op *spent.ClaimOp, args []any) (r
 func claimRows(rows pgx.Rows, op *spent.ClaimOp) (res spent.ClaimResult, ok bool, err error) {
 	defer rows.Close()
 	var sc scanRow
-	dest := append([]any{&res.Inserted}, sc.dest()...)
+	var inserted bool
+	var resultLen *int64
+	dest := append(append([]any{&inserted}, sc.dest()...), &resultLen)
 	found := false
 	for rows.Next() {
 		if found {
@@ -290,11 +292,11 @@ func claimRows(rows pgx.Rows, op *spent.ClaimOp) (res spent.ClaimResult, ok bool
 	if !found {
 		return res, false, nil
 	}
-	if res.Inserted {
-		res.Record = op.Record // what the statement wrote
-		return res, true, nil
+	if inserted {
+		// What the statement wrote.
+		return spent.ClaimResult{Inserted: true, Record: op.Record}, true, nil
 	}
-	if res.Record, err = sc.record(); err != nil {
+	if res, err = sc.limited(resultLen, op.ResultLimit); err != nil {
 		return res, false, err
 	}
 	if spent.FreeAt(&res.Record, op.Now, op.Retake) {
@@ -366,8 +368,10 @@ func (s *Store) ClaimBatch(ctx context.Context, ops []spent.ClaimOp) ([]spent.Cl
 		if k+1 < len(order) {
 			if j := order[k+1]; ops[j].Record.Key == ops[i].Record.Key && settled[j] && !res[j].Inserted &&
 				!spent.FreeAt(&res[j].Record, ops[i].Now, ops[i].Retake) {
-				res[i] = spent.ClaimResult{Record: res[j].Record}
-				continue
+				if r, ok := shareAnswer(res[j], ops[i].ResultLimit); ok {
+					res[i] = r
+					continue
+				}
 			}
 		}
 		r, err := s.Claim(ctx, ops[i])
@@ -523,6 +527,34 @@ func (s *Store) Get(ctx context.Context, key spent.Hash, now time.Time) (spent.R
 		return err
 	})
 	return rec, err
+}
+
+// shareAnswer returns the answer r (of another op on the same key) for an
+// op with ResultLimit limit, or false when r left out a result that this op
+// may receive.
+func shareAnswer(r spent.ClaimResult, limit int) (spent.ClaimResult, bool) {
+	if r.ResultOmitted {
+		return spent.ClaimResult{Record: r.Record, ResultOmitted: true, ResultLen: r.ResultLen},
+			limit > 0 && r.ResultLen > limit
+	}
+	return spent.LimitResult(spent.ClaimResult{Record: r.Record}, limit), true
+}
+
+// getAnyLimit reads the row of key, live or not, in a statement of its
+// own, leaving out a result longer than limit when limit is positive.
+func (s *Store) getAnyLimit(ctx context.Context, key spent.Hash, limit int) (spent.ClaimResult, bool, error) {
+	rows, err := s.pool.Query(ctx, s.q.getAnyLimit, key[:], int64(max(0, limit)))
+	if err != nil {
+		return spent.ClaimResult{}, false, err
+	}
+	var sc scanRow
+	var n *int64
+	found, err := scanOne(rows, append(sc.dest(), &n)...)
+	if err != nil || !found {
+		return spent.ClaimResult{}, false, err
+	}
+	res, err := sc.limited(n, limit)
+	return res, err == nil, err
 }
 
 // getAny reads the row of key, live or not, in a statement of its own.

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/spentledger/spent"
 )
 
 // Scheme is the HTTP authentication scheme of RFC 9577.
@@ -171,7 +173,7 @@ func parseAuth(s string) ([]authItem, error) {
 		}
 		item := authItem{scheme: scheme}
 		if l.i < len(l.s) && l.s[l.i] != ' ' && l.s[l.i] != ',' && l.s[l.i] != '\t' {
-			return nil, fmt.Errorf("%w: unexpected %q after scheme %s", ErrMalformed, l.s[l.i], scheme)
+			return nil, fmt.Errorf("%w: unexpected %q after scheme %s", ErrMalformed, l.s[l.i], spent.QuoteInput(scheme))
 		}
 		// Parameters until the next scheme or the end.
 		for {
@@ -199,7 +201,7 @@ func parseAuth(s string) ([]authItem, error) {
 			l.ows()
 			if l.i >= len(l.s) || l.s[l.i] == ',' || l.s[l.i] == '=' {
 				if len(item.params) > 0 || item.token68 != "" {
-					return nil, fmt.Errorf("%w: parameter %s without a value", ErrMalformed, name)
+					return nil, fmt.Errorf("%w: parameter %s without a value", ErrMalformed, spent.QuoteInput(name))
 				}
 				for l.i < len(l.s) && l.s[l.i] == '=' {
 					l.i++
@@ -217,13 +219,13 @@ func parseAuth(s string) ([]authItem, error) {
 			} else {
 				value = l.token()
 				if value == "" {
-					return nil, fmt.Errorf("%w: bad value for parameter %s", ErrMalformed, name)
+					return nil, fmt.Errorf("%w: bad value for parameter %s", ErrMalformed, spent.QuoteInput(name))
 				}
 			}
 			item.params = append(item.params, authParam{name: strings.ToLower(name), value: value})
 			l.ows()
 			if l.i < len(l.s) && l.s[l.i] != ',' {
-				return nil, fmt.Errorf("%w: unexpected %q after parameter %s", ErrMalformed, l.s[l.i], name)
+				return nil, fmt.Errorf("%w: unexpected %q after parameter %s", ErrMalformed, l.s[l.i], spent.QuoteInput(name))
 			}
 		}
 		items = append(items, item)
@@ -238,7 +240,7 @@ func (it *authItem) param(name string) (string, bool, error) {
 	for _, p := range it.params {
 		if p.name == name {
 			if found {
-				return "", false, fmt.Errorf("%w: parameter %s given twice", ErrMalformed, name)
+				return "", false, fmt.Errorf("%w: parameter %s given twice", ErrMalformed, spent.QuoteInput(name))
 			}
 			v, found = p.value, true
 		}
@@ -304,7 +306,7 @@ func challengeOf(it *authItem) (Challenge, error) {
 	if ok {
 		n, err := strconv.ParseUint(ma, 10, 31)
 		if err != nil {
-			return c, fmt.Errorf("%w: max-age %q", ErrMalformed, ma)
+			return c, fmt.Errorf("%w: max-age %s", ErrMalformed, spent.QuoteInput(ma))
 		}
 		c.MaxAge = int(n)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -168,4 +169,24 @@ func TestStaticChallenge(t *testing.T) {
 		t.Fatalf("token of origin a at origin b: got %d %q, want 200", r.status, r.problem.Code)
 	}
 	wantRefused(t, send(t, http.MethodGet, a, tok), privacypass.CodeDoubleSpend)
+}
+
+// TestHeaderErrorsQuoteAPrefix parses headers whose scheme or parameter
+// names are 64 KiB long: the errors quote a short prefix, not the name.
+func TestHeaderErrorsQuoteAPrefix(t *testing.T) {
+	long := strings.Repeat("x", 64<<10)
+	for _, v := range []string{
+		long + `"`,                        // a scheme followed by junk
+		`PrivateToken a=b, ` + long + `=`, // a parameter without a value
+		`PrivateToken ` + long + `=@`,     // a bad value
+		`PrivateToken ` + long + `=a b=c`, // junk after a parameter
+	} {
+		_, err := privacypass.ParseChallenges(http.Header{"Www-Authenticate": {v}})
+		if err == nil {
+			t.Fatalf("ParseChallenges of %.40s...: got no error, want one", v)
+		}
+		if n := len(err.Error()); n > 300 || !strings.Contains(err.Error(), "xxxx") || !strings.Contains(err.Error(), "bytes)") {
+			t.Fatalf("ParseChallenges of %.40s...: error of %d bytes (%.100s), want a short quote", v, n, err)
+		}
+	}
 }

@@ -17,6 +17,7 @@ type call struct {
 	scr   *script // nil for a plain command
 	keys  []string
 	args  []any // the script's arguments, or the whole plain command
+	noGet bool  // a claim's SET NX without GET (see Store.claimFast)
 	cmd   *goredis.Cmd
 }
 

@@ -29,7 +29,9 @@ end
 
 // claimLua: KEYS record, pending index; ARGV record, now sec, now nsec,
 // retake ("1" or "0"), expires_at ms (rounded up), lease_until ms, index
-// member.
+// member, result limit ("0" for none). A live record whose result is longer
+// than the limit is returned as {the record without its result bytes, the
+// result's length}, so that the result never leaves the server.
 const claimLua = luaPrelude + `
 local old = redis.call('GET', KEYS[1])
 local oldPending = false
@@ -40,6 +42,13 @@ if old then
   local es, en, ls, ln = struct.unpack('>i8I4i8I4', old, 3)
   local ns, nn = tonumber(ARGV[2]), tonumber(ARGV[3])
   if before(ns, nn, es, en) and not (ARGV[4] == '1' and st == 1 and not before(ns, nn, ls, ln)) then
+    local lim = tonumber(ARGV[8])
+    if lim > 0 and bit.band(string.byte(old, 57), 1) == 1 then
+      local nl, rl, pl, fl = struct.unpack('>BI2I2B', old, 51)
+      local roff = 58 + nl + rl + pl + fl
+      local n = #old - roff + 1
+      if n > lim then return {string.sub(old, 1, roff - 1), n} end
+    end
     return old
   end
   oldPending = st == 1

@@ -259,16 +259,22 @@ func (s *Store) claimScript(op *spent.ClaimOp, blob []byte) *call {
 		lease = r.LeaseUntil.UnixMilli()
 	}
 	return newCall(key, scriptClaim, []string{key, s.ks.pending[r.Key[0]]},
-		blob, sec, nsec, retake, ceilMilli(r.ExpiresAt), lease, m)
+		blob, sec, nsec, retake, ceilMilli(r.ExpiresAt), lease, m, max(0, op.ResultLimit))
 }
 
 // claimFast returns the call of the fast path for a one-step claim: SET
 // key blob NX GET PXAT expiry, one atomic command that writes the record if
 // no record is stored (a complete record needs no pending index), and
 // otherwise returns the stored one. A stored record that is free by the
-// ledger's clock is left for the claim script to replace.
+// ledger's clock is left for the claim script to replace. An op with a
+// ResultLimit sends SET without GET, which never returns the stored record
+// (its result may be long): when the key is taken, the claim script reads
+// the record instead, leaving a long result on the server.
 func (s *Store) claimFast(op *spent.ClaimOp, blob []byte) *call {
 	key := s.ks.recordKey(&op.Record.Key, member(&op.Record.Key))
+	if op.ResultLimit > 0 {
+		return &call{route: key, noGet: true, args: []any{"set", key, blob, "nx", "pxat", ceilMilli(op.Record.ExpiresAt)}}
+	}
 	return &call{route: key, args: []any{"set", key, blob, "nx", "get", "pxat", ceilMilli(op.Record.ExpiresAt)}}
 }
 
@@ -277,10 +283,31 @@ func (s *Store) claimFast(op *spent.ClaimOp, blob []byte) *call {
 // script may replace it.
 func claimResult(op *spent.ClaimOp, c *call) (res spent.ClaimResult, again bool, err error) {
 	fast := c.scr == nil
+	if c.noGet {
+		// SET NX without GET: OK when it wrote, nil when the key is
+		// taken, by a record the claim script must read and judge.
+		if errors.Is(c.cmd.Err(), goredis.Nil) {
+			return spent.ClaimResult{}, true, nil
+		}
+		if v, ok := c.cmd.Val().(string); ok && v == "OK" {
+			return spent.ClaimResult{Inserted: true, Record: op.Record}, false, nil
+		}
+		return spent.ClaimResult{}, false, fmt.Errorf("%w: claim answered %T %v", ErrCorrupt, c.cmd.Val(), c.cmd.Val())
+	}
 	if fast && errors.Is(c.cmd.Err(), goredis.Nil) {
 		return spent.ClaimResult{Inserted: true, Record: op.Record}, false, nil
 	}
-	switch v := c.cmd.Val().(type) {
+	omitted := 0
+	val := c.cmd.Val()
+	if v, ok := val.([]any); ok && !fast && len(v) == 2 {
+		// The script left out a result over op's limit.
+		n, ok := v[1].(int64)
+		if !ok || n <= int64(op.ResultLimit) {
+			return spent.ClaimResult{}, false, fmt.Errorf("%w: claim answered %v", ErrCorrupt, v)
+		}
+		val, omitted = v[0], int(n)
+	}
+	switch v := val.(type) {
 	case int64:
 		if v == 1 && !fast {
 			return spent.ClaimResult{Inserted: true, Record: op.Record}, false, nil
@@ -293,10 +320,14 @@ func claimResult(op *spent.ClaimOp, c *call) (res spent.ClaimResult, again bool,
 		// A record carrying op's own seq was written by op: the call ran
 		// twice (a resend after a lost reply), and the first run inserted.
 		if r.Seq == op.Record.Seq {
-			return spent.ClaimResult{Inserted: true, Record: r}, false, nil
+			return spent.ClaimResult{Inserted: true, Record: op.Record}, false, nil
 		}
 		if fast && spent.FreeAt(&r, op.Now, op.Retake) {
 			return spent.ClaimResult{}, true, nil
+		}
+		if omitted > 0 {
+			r.Result = nil
+			return spent.ClaimResult{Record: r, ResultOmitted: true, ResultLen: omitted}, false, nil
 		}
 		return spent.ClaimResult{Record: r}, false, nil
 	}

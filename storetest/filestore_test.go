@@ -131,7 +131,7 @@ func (s *fileStore) claim(op spent.ClaimOp) (spent.ClaimResult, logEntry, error)
 		return spent.ClaimResult{}, logEntry{}, err
 	}
 	if r, ok := s.recs[op.Record.Key]; ok && !spent.FreeAt(&r, op.Now, op.Retake) {
-		return spent.ClaimResult{Record: r}, logEntry{}, nil
+		return spent.LimitResult(spent.ClaimResult{Record: r}, op.ResultLimit), logEntry{}, nil
 	}
 	r := op.Record
 	return spent.ClaimResult{Inserted: true, Record: r}, logEntry{Put: &r}, nil

@@ -105,6 +105,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Linearizability", func(t *testing.T) { testLinearizability(t, h) })
 	t.Run("Durability", func(t *testing.T) { testDurability(t, h) })
 	t.Run("Store", func(t *testing.T) { testStore(t, h) })
+	t.Run("ResultLimit", func(t *testing.T) { testResultLimit(t, h) })
 	t.Run("Count", func(t *testing.T) { testCount(t, h) })
 	t.Run("Purge", func(t *testing.T) { testPurge(t, h) })
 	t.Run("Crash", func(t *testing.T) { testCrash(t, h, runName) })
@@ -214,6 +215,7 @@ type env struct {
 	ledger *spent.Ledger
 	svc    spent.Service
 	wrap   func(spent.Store) spent.Store // wraps the opened store, or nil
+	config func(*spent.Config)           // adjusts the ledger's config, or nil
 	direct bool                          // ignore Harness.Wrap
 	open   bool
 }
@@ -223,6 +225,11 @@ type envOption func(*env)
 // withStoreWrapper puts w between the ledger and the store under test.
 func withStoreWrapper(w func(spent.Store) spent.Store) envOption {
 	return func(e *env) { e.wrap = w }
+}
+
+// withConfig adjusts the ledger's configuration.
+func withConfig(f func(*spent.Config)) envOption {
+	return func(e *env) { e.config = f }
 }
 
 // withoutWrap talks to the ledger directly even when the harness wraps it.
@@ -251,7 +258,11 @@ func (e *env) openStore() {
 	}
 	e.store = s
 	e.open = true
-	l, err := spent.NewLedger(context.Background(), s, testConfig(e.clock))
+	cfg := testConfig(e.clock)
+	if e.config != nil {
+		e.config(&cfg)
+	}
+	l, err := spent.NewLedger(context.Background(), s, cfg)
 	if err != nil {
 		e.t.Fatalf("NewLedger: %v", err)
 	}

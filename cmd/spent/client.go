@@ -171,6 +171,19 @@ one batch request.`,
 				} else if res, err = svc.ClaimBatch(ctx, claims); err != nil {
 					return err
 				}
+				for i := range res {
+					// The batch's answer left this result out (over
+					// max_batch_result): read it.
+					if res[i].ResultOmitted {
+						rec, err := svc.Get(ctx, claims[i].Namespace, claims[i].Key)
+						if err != nil {
+							return err
+						}
+						if rec.Seq == res[i].Record.Seq {
+							res[i].Record.Result, res[i].ResultOmitted = rec.Result, false
+						}
+					}
+				}
 				p := m.printer(cf.json)
 				for i, r := range res {
 					p.claim(keys[i], r)

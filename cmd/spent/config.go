@@ -46,6 +46,9 @@ type serveConfig struct {
 	// MaxBody is the largest request body in bytes; 0 keeps the http
 	// package's default.
 	MaxBody int64
+	// MaxBodies is the budget of request bodies in flight, in bytes (see
+	// sphttp.LimitBodies); past it requests are answered 503.
+	MaxBodies int64
 	// SweepInterval is the pause between two sweeps of expired records.
 	SweepInterval time.Duration
 	// SweepBatch is how many records one store call forgets.
@@ -86,6 +89,7 @@ func defaultServeConfig() serveConfig {
 		SweepBatch:      defaultSweepBatch,
 		ShutdownTimeout: defaultShutdownTimeout,
 		FenceInterval:   defaultFenceInterval,
+		MaxBodies:       sphttp.DefaultMaxBodies,
 		LogLevel:        slog.LevelInfo,
 		LogFormat:       "text",
 		Store:           pebble.DefaultOptions(),
@@ -113,6 +117,8 @@ type fileConfig struct {
 	Data            *string                  `toml:"data"`
 	MaxBody         *int64                   `toml:"max_body"`
 	MaxResult       *int64                   `toml:"max_result"`
+	MaxBatchResult  *int64                   `toml:"max_batch_result"`
+	MaxBodies       *int64                   `toml:"max_bodies"`
 	SweepInterval   *duration                `toml:"sweep_interval"`
 	SweepBatch      *int64                   `toml:"sweep_batch"`
 	ShutdownTimeout *duration                `toml:"shutdown_timeout"`
@@ -247,6 +253,21 @@ func (cfg *serveConfig) parse(doc string, getenv func(string) string) error {
 			return fmt.Errorf("max_result = %d: want 1 to %d bytes", *f.MaxResult, 1<<30)
 		}
 		cfg.Ledger.MaxResult = int(*f.MaxResult)
+	}
+	if f.MaxBatchResult != nil {
+		if *f.MaxBatchResult <= 0 || *f.MaxBatchResult > 1<<30 {
+			return fmt.Errorf("max_batch_result = %d: want 1 to %d bytes", *f.MaxBatchResult, 1<<30)
+		}
+		cfg.Ledger.MaxBatchResult = int(*f.MaxBatchResult)
+	}
+	if f.MaxBodies != nil {
+		if *f.MaxBodies <= 0 {
+			return fmt.Errorf("max_bodies = %d: must be positive", *f.MaxBodies)
+		}
+		cfg.MaxBodies = *f.MaxBodies
+	}
+	if maxBody := cfg.maxBody(); cfg.MaxBodies < maxBody {
+		return fmt.Errorf("max_bodies = %d: must be at least max_body (%d), or no request with the largest body could be served", cfg.MaxBodies, maxBody)
 	}
 	if f.SweepInterval != nil {
 		if *f.SweepInterval <= 0 {
@@ -453,6 +474,14 @@ func (cfg *serveConfig) validate() error {
 		return errors.New("data: empty directory")
 	}
 	return nil
+}
+
+// maxBody is the largest request body the server accepts.
+func (cfg *serveConfig) maxBody() int64 {
+	if cfg.MaxBody > 0 {
+		return cfg.MaxBody
+	}
+	return sphttp.DefaultMaxBody
 }
 
 // checkListen refuses a non-loopback address while no tokens are configured:

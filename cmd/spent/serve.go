@@ -249,6 +249,15 @@ func (m *Main) serve(ctx context.Context, cfg serveConfig, newFence bool) error 
 		handler = mux
 	}
 
+	// Every route shares one budget of bodies in flight; without tokens,
+	// only requests addressed to a loopback name are served (see
+	// sphttp.LoopbackOnly).
+	if handler, err = sphttp.LimitBodies(handler, cfg.MaxBodies, cfg.maxBody()); err != nil {
+		return err
+	}
+	if len(cfg.Tokens) == 0 {
+		handler = sphttp.LoopbackOnly(handler)
+	}
 	if m.WrapHandler != nil {
 		handler = m.WrapHandler(handler)
 	}

@@ -117,13 +117,22 @@ func (d *decoder) bytes() []byte {
 // Decode decodes the record stored under h from v. The record owns its
 // memory: nothing aliases v. An error wraps ErrBad.
 func Decode(h spent.Hash, v []byte) (spent.Record, error) {
-	r := spent.Record{Key: h}
+	r, _, err := DecodeLimit(h, v, 0)
+	return r, err
+}
+
+// DecodeLimit is Decode that leaves out a result longer than limit, when
+// limit is positive, without copying it: the record's Result is nil and
+// omitted is the result's length. A result within the limit is copied as
+// Decode copies it, and omitted is zero.
+func DecodeLimit(h spent.Hash, v []byte, limit int) (r spent.Record, omitted int, err error) {
+	r = spent.Record{Key: h}
 	if len(v) < 3 || v[0] != Version || v[2]&^knownFlags != 0 {
-		return r, ErrBad
+		return r, 0, ErrBad
 	}
 	r.State = spent.State(v[1])
 	if r.State != spent.StatePending && r.State != spent.StateComplete {
-		return r, fmt.Errorf("%w: state %d", ErrBad, v[1])
+		return r, 0, fmt.Errorf("%w: state %d", ErrBad, v[1])
 	}
 	flags := v[2]
 	d := decoder{b: v[3:]}
@@ -142,14 +151,18 @@ func Decode(h spent.Hash, v []byte) (spent.Record, error) {
 		result = d.bytes()
 	}
 	if d.bad || len(d.b) != 0 {
-		return spent.Record{Key: h}, ErrBad
+		return spent.Record{Key: h}, 0, ErrBad
 	}
 	r.Namespace, r.Place, r.RawKey = string(ns), string(place), string(raw)
 	if len(fp) > 0 {
 		r.Fingerprint = append([]byte(nil), fp...)
 	}
-	if result != nil {
+	switch {
+	case result == nil:
+	case limit > 0 && len(result) > limit:
+		omitted = len(result)
+	default:
 		r.Result = append(make([]byte, 0, len(result)), result...)
 	}
-	return r, nil
+	return r, omitted, nil
 }

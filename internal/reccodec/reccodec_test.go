@@ -68,3 +68,33 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+func TestDecodeLimit(t *testing.T) {
+	r := spent.Record{
+		Namespace: "ns", Key: spent.Hash{9}, FirstSeen: time.Unix(1900000000, 5), Place: "gate",
+		State: spent.StateComplete, Result: bytes.Repeat([]byte("r"), 100), ExpiresAt: time.Unix(1900003600, 0),
+		Seq: spent.Seq{Node: 2, Counter: 7},
+	}
+	v := reccodec.Append(nil, &r)
+	for _, tc := range []struct {
+		limit, omitted int
+	}{{0, 0}, {-1, 0}, {100, 0}, {101, 0}, {99, 100}, {1, 100}} {
+		got, omitted, err := reccodec.DecodeLimit(r.Key, v, tc.limit)
+		if err != nil {
+			t.Fatalf("DecodeLimit(%d): %v", tc.limit, err)
+		}
+		if omitted != tc.omitted {
+			t.Fatalf("DecodeLimit(%d): omitted %d, want %d", tc.limit, omitted, tc.omitted)
+		}
+		if wantResult := tc.omitted == 0; (got.Result != nil) != wantResult || (wantResult && !bytes.Equal(got.Result, r.Result)) {
+			t.Fatalf("DecodeLimit(%d): result of %d bytes, want it only when not omitted", tc.limit, len(got.Result))
+		}
+		if got.Seq != r.Seq || got.Namespace != r.Namespace || got.Place != r.Place || !got.ExpiresAt.Equal(r.ExpiresAt) {
+			t.Fatalf("DecodeLimit(%d): got %+v, want the other fields of %+v", tc.limit, got, r)
+		}
+	}
+	// Damage is still refused when the result is left out.
+	if _, _, err := reccodec.DecodeLimit(r.Key, v[:len(v)-1], 1); !errors.Is(err, reccodec.ErrBad) {
+		t.Fatalf("DecodeLimit of a truncated record: got %v, want ErrBad", err)
+	}
+}
