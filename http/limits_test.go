@@ -127,7 +127,11 @@ func TestStoreUnavailableLogsStateChanges(t *testing.T) {
 	const refused = 300
 	for i := range refused {
 		body := `{"namespace":"echo","key":"k` + strconv.Itoa(i) + `"}`
-		wantProblem(t, e.post(t, "/v1/claim", "", body), http.StatusServiceUnavailable, spent.EUnavailable)
+		a := e.post(t, "/v1/claim", "", body)
+		wantProblem(t, a, http.StatusServiceUnavailable, spent.EUnavailable)
+		if ra := a.header.Get("Retry-After"); ra != "1" {
+			t.Fatalf("Retry-After of a 503 for a failing store: got %q, want 1", ra)
+		}
 	}
 	warns := logs.lines(slog.LevelWarn)
 	if len(warns) != 1 {

@@ -577,6 +577,9 @@ func (s *Server) fail(w http.ResponseWriter, x *exchange, rt route, err error) i
 	case spent.EUnavailable:
 		s.m.storeError(rt)
 		s.health.fail(rt, err)
+		// Retryable: the embedded store mends itself within seconds
+		// (a reopen is tried at least every 5 s).
+		w.Header()["Retry-After"] = hdrOne
 	case spent.EInternal:
 		s.log.Error("http: internal error", "route", routes[rt], "err", err)
 	case spent.EUnauthorized:
