@@ -327,8 +327,7 @@ type benchWorker struct {
 	run      *benchRun
 	rnd      *rand.Rand
 	hist     histogram
-	recent   []string // keys this worker claimed, for --repeat
-	recentAt int
+	recent   recentKeys // keys this worker claimed, for --repeat
 	claims   int64
 	requests int64
 	outcomes [len(outcomeKinds)]int64
@@ -343,11 +342,35 @@ var outcomeKinds = [5]spent.Outcome{spent.Fresh, spent.Replayed, spent.InProgres
 // maxRecent bounds each worker's memory of keys to repeat.
 const maxRecent = 4096
 
+// recentKeys remembers the last maxRecent keys a worker claimed.
+type recentKeys struct {
+	keys []string
+	at   int // where the next key goes once keys is full
+}
+
+// add remembers k, forgetting the oldest key once full.
+func (r *recentKeys) add(k string) {
+	if len(r.keys) < maxRecent {
+		r.keys = append(r.keys, k)
+		return
+	}
+	r.keys[r.at] = k
+	r.at = (r.at + 1) % maxRecent
+}
+
+// pick returns one of the keys remembered, or "" when there is none.
+func (r *recentKeys) pick(rnd *rand.Rand) string {
+	if len(r.keys) == 0 {
+		return ""
+	}
+	return r.keys[rnd.IntN(len(r.keys))]
+}
+
 // key returns the next key to claim.
 func (w *benchWorker) key() string {
 	cfg := &w.run.cfg
-	if cfg.repeat > 0 && len(w.recent) > 0 && w.rnd.Float64() < cfg.repeat {
-		return w.recent[w.rnd.IntN(len(w.recent))]
+	if cfg.repeat > 0 && len(w.recent.keys) > 0 && w.rnd.Float64() < cfg.repeat {
+		return w.recent.pick(w.rnd)
 	}
 	n := w.run.next.Add(1) - 1
 	if cfg.keys > 0 {
@@ -355,12 +378,7 @@ func (w *benchWorker) key() string {
 	}
 	k := w.run.prefix + strconv.FormatUint(n, 10)
 	if cfg.repeat > 0 {
-		if len(w.recent) < maxRecent {
-			w.recent = append(w.recent, k)
-		} else {
-			w.recent[w.recentAt] = k
-			w.recentAt = (w.recentAt + 1) % maxRecent
-		}
+		w.recent.add(k)
 	}
 	return k
 }

@@ -16,8 +16,8 @@ import (
 
 	"github.com/spentledger/spent"
 	"github.com/spentledger/spent/ecash"
-	"github.com/spentledger/spent/pebble"
 	"github.com/spentledger/spent/internal/crashpoint"
+	"github.com/spentledger/spent/pebble"
 )
 
 // retiredDir is where epoch retire moves the issuers' keys, under the data

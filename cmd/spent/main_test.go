@@ -1,10 +1,8 @@
 package main_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -56,42 +54,9 @@ type Server struct {
 // stops it at cleanup. Set m's fields through setup, if given.
 func MustServe(tb testing.TB, dir string, e env, setup func(*spentcmd.Main), args ...string) *Server {
 	tb.Helper()
-	pr, pw := io.Pipe()
-	s := &Server{tb: tb, Dir: dir, Stderr: &syncBuffer{}, done: make(chan int, 1)}
-	m := spentcmd.NewMain()
-	m.Stdin = strings.NewReader("")
-	m.Stdout = pw
-	m.Stderr = s.Stderr
-	m.Getenv = e.get
-	if setup != nil {
-		setup(m)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	s.cancel = cancel
-	go func() {
-		code := m.Execute(ctx, append([]string{"serve", "--listen", "127.0.0.1:0", "--data", dir}, args...))
-		pw.Close()
-		s.done <- code
-	}()
-	tb.Cleanup(func() { s.Stop() })
-
-	lines := make(chan string, 1)
-	go func() {
-		r := bufio.NewReader(pr)
-		line, _ := r.ReadString('\n')
-		lines <- line
-		io.Copy(io.Discard, r)
-	}()
-	select {
-	case line := <-lines:
-		addr, ok := strings.CutPrefix(strings.TrimSpace(line), "spent listening on ")
-		if !ok {
-			code := s.Stop()
-			tb.Fatalf("serve did not start (exit %d); stdout %q; stderr:\n%s", code, line, s.Stderr)
-		}
-		s.Addr = addr
-	case <-time.After(30 * time.Second):
-		tb.Fatalf("serve did not print its address in 30s; stderr:\n%s", s.Stderr)
+	s, r := TryServe(tb, dir, e, setup, args...)
+	if s == nil {
+		tb.Fatalf("serve did not start (exit %d); stdout %q; stderr:\n%s", r.Code, r.Stdout, r.Stderr)
 	}
 	return s
 }

@@ -247,10 +247,9 @@ type soakRun struct {
 
 // soakWorker sends one request at a time.
 type soakWorker struct {
-	run      *soakRun
-	rnd      *rand.Rand
-	recent   []string // new keys this worker claimed, for repeats
-	recentAt int
+	run    *soakRun
+	rnd    *rand.Rand
+	recent recentKeys // new keys this worker claimed, for repeats
 }
 
 // soak runs the soak against the server bc names and prints its rows and
@@ -414,7 +413,7 @@ func (w *soakWorker) loop(ctx context.Context, deadline time.Time) {
 	ns := run.cfg.client.namespace
 	for {
 		op := w.pick()
-		if op == soakRepeat && len(w.recent) == 0 {
+		if op == soakRepeat && len(w.recent.keys) == 0 {
 			op = soakClaim
 		}
 		switch op {
@@ -423,7 +422,7 @@ func (w *soakWorker) loop(ctx context.Context, deadline time.Time) {
 			if op == soakClaim {
 				key, kind = w.newKey(), soakReqClaim
 			} else {
-				key, kind = w.recent[w.rnd.IntN(len(w.recent))], soakReqRepeat
+				key, kind = w.recent.pick(w.rnd), soakReqRepeat
 			}
 			if !w.send(ctx, deadline, kind, func(ctx context.Context) error {
 				res, err := run.svc.Claim(ctx, spent.Claim{Namespace: ns, Key: key, Place: "soak", Result: run.result})
@@ -492,12 +491,7 @@ func (w *soakWorker) pick() soakOp {
 // newKey returns a key never claimed before and remembers it for repeats.
 func (w *soakWorker) newKey() string {
 	k := w.run.prefix + strconv.FormatUint(w.run.next.Add(1)-1, 10)
-	if len(w.recent) < maxRecent {
-		w.recent = append(w.recent, k)
-	} else {
-		w.recent[w.recentAt] = k
-		w.recentAt = (w.recentAt + 1) % maxRecent
-	}
+	w.recent.add(k)
 	return k
 }
 
