@@ -357,7 +357,7 @@ func (ks *Keys) create(s keySlot) (*Key, error) {
 		return nil, fmt.Errorf("ecash: key file: %w", err)
 	}
 	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(b); err == nil {
+	if _, err = tmp.Write(b); err == nil {
 		err = tmp.Sync()
 	}
 	if cerr := tmp.Close(); err == nil {

@@ -6,7 +6,6 @@ import (
 
 	"github.com/spentledger/spent"
 	sphttp "github.com/spentledger/spent/http"
-	"github.com/spentledger/spent/inmem"
 	"github.com/spentledger/spent/pebble"
 	"github.com/spentledger/spent/storetest"
 )
@@ -22,13 +21,6 @@ func wrap(tb testing.TB, l *spent.Ledger) spent.Service {
 	ts := httptest.NewServer(srv)
 	tb.Cleanup(ts.Close)
 	return sphttp.NewClient(ts.URL, sphttp.ClientConfig{})
-}
-
-// inmemHarness opens inmem stores, keeping one per directory so that opening
-// a directory again reopens its data, as a durable store would.
-func inmemHarness() func(tb testing.TB, dir string) spent.Store {
-	var dirs inmem.Dirs
-	return func(tb testing.TB, dir string) spent.Store { return dirs.Open(dir) }
 }
 
 // pebbleHarness opens the embedded pebble store kept in dir.

@@ -228,13 +228,6 @@ func (w *witness) setManifest(num uint64, size int64) error {
 	return w.write(true)
 }
 
-// state returns what the witness holds.
-func (w *witness) state() witnessState {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.st
-}
-
 // close syncs and closes the witness file.
 func (w *witness) close() error {
 	w.mu.Lock()

@@ -146,7 +146,7 @@ func TestNodeLeaseFault(t *testing.T) {
 	ClaimBoth(t, s.Addr)
 	_, c := FenceCanary(t, data)
 	fs.Arm()
-	c = WaitFence(t, data, WaitFence(t, data, c))
+	WaitFence(t, data, WaitFence(t, data, c))
 	if fs.Fired() != 1 {
 		t.Fatalf("injected faults: got %d, want 1", fs.Fired())
 	}

@@ -46,7 +46,8 @@ func lockDataDir(dir string, create bool, wayOut string) (*os.File, error) {
 		}
 		return nil, fmt.Errorf("data dir: locking %s: %w", path, err)
 	}
-	if err := f.Truncate(0); err == nil {
+	err = f.Truncate(0)
+	if err == nil {
 		_, err = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	}
 	if err != nil {

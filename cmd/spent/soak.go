@@ -459,12 +459,13 @@ func (w *soakWorker) loop(ctx context.Context, deadline time.Time) {
 			}
 			seq := res.Record.Seq
 			var ok bool
-			if op == soakComplete {
+			switch op {
+			case soakComplete:
 				ok = w.send(ctx, deadline, soakReqComplete, func(ctx context.Context) error {
 					_, err := run.svc.Complete(ctx, spent.Completion{Namespace: ns, Key: key, Seq: seq, Result: run.result})
 					return err
 				})
-			} else {
+			case soakRelease:
 				ok = w.send(ctx, deadline, soakReqRelease, func(ctx context.Context) error {
 					return run.svc.Release(ctx, spent.Release{Namespace: ns, Key: key, Seq: seq})
 				})
