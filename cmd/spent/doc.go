@@ -24,9 +24,11 @@
 //     the store; --new-fence is for the deliberate first start of a data
 //     directory on a store that already holds records (a new server joining
 //     a shared store, or a fence known to be lost).
-//   - epoch retire --yes [--config FILE] [--data DIR] [--store DSN]: with the
-//     server stopped, rotate the issuing keys, empty the token namespaces
-//     and start a new fence generation, accepting the store as it is.
+//   - epoch retire --yes [--accept-damage] [--config FILE] [--data DIR]
+//     [--store DSN]: with the server stopped, rotate the issuing keys, empty
+//     the token namespaces and start a new fence generation, accepting the
+//     store as it is; --accept-damage opens an embedded store refused as
+//     damaged with what survived.
 //   - claim KEY... [--result S | --result-file F] [--fingerprint HEX]
 //     [--place P] [--expires-at T]: claim keys and print each outcome.
 //   - complete KEY... [--result S | --result-file F] [--seq N:C]: end a
@@ -71,6 +73,10 @@
 //     retire is finished by the next advance, a plain restart or a rerun of
 //     retire: a canary the server wrote but did not record is recognised by
 //     its proof (an HMAC under the data directory's id) and adopted.
+//   - serve refuses an embedded store that holds less than it acknowledged
+//     (a damaged MANIFEST or WAL tail, checked against its witness), naming
+//     the file; when a write fails it answers 503 until the store has
+//     reopened itself, then serves again without a restart.
 //   - On a shared store, serve refuses a node whose lease another server
 //     holds; one process at a time uses a data directory (DIR/lock, an
 //     flock; the refusal names the holder's pid).
