@@ -228,7 +228,8 @@ func TestRFC9578Type1(t *testing.T) {
 // variant allows).
 func TestRFC9474(t *testing.T) {
 	var vs []map[string]string
-	loadJSON(t, "rfc9474.json", &vs)
+	// The one copy of the file is package blindsign's.
+	loadJSON(t, "../blindsign/testdata/rfc9474.json", &vs)
 	if len(vs) != 4 {
 		t.Fatalf("rfc9474.json: %d vectors, want 4", len(vs))
 	}

@@ -31,37 +31,13 @@ type vector struct {
 	BlindSig   string `json:"blind_sig"`
 }
 
-// vectorsDir finds shared/testvectors by walking up from the package
-// directory to the checkout's parent. It skips the test when the folder is
-// absent, except under CI, where that is a failure.
-func vectorsDir(tb testing.TB) string {
-	tb.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for {
-		p := filepath.Join(dir, "shared", "testvectors")
-		if st, err := os.Stat(p); err == nil && st.IsDir() {
-			return p
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			break
-		}
-		dir = parent
-	}
-	msg := "shared/testvectors not found above the package directory (it sits beside the checkout: ../shared/testvectors from the repository root)"
-	if os.Getenv("CI") != "" {
-		tb.Fatal(msg)
-	}
-	tb.Skip(msg)
-	return ""
-}
+// vectorsDir is the package's testdata folder, which holds the public test
+// vectors it uses (see testdata/README.md for their sources).
+const vectorsDir = "testdata"
 
 func loadVectors(tb testing.TB) []vector {
 	tb.Helper()
-	b, err := os.ReadFile(filepath.Join(vectorsDir(tb), "rfc9474.json"))
+	b, err := os.ReadFile(filepath.Join(vectorsDir, "rfc9474.json"))
 	if err != nil {
 		tb.Fatal(err)
 	}
