@@ -172,7 +172,7 @@ func appendRecord(b []byte, r *spent.Record) []byte { return reccodec.Append(b, 
 func decodeRecord(h spent.Hash, v []byte) (spent.Record, error) {
 	rec, err := reccodec.Decode(h, v)
 	if err != nil {
-		return rec, fmt.Errorf("%w: record %s: %v", ErrCorrupt, h, err)
+		return rec, fmt.Errorf("%w: record %s: %w", ErrCorrupt, h, err)
 	}
 	return rec, nil
 }
@@ -184,7 +184,7 @@ func decodeRecord(h spent.Hash, v []byte) (spent.Record, error) {
 func decodeRecordLimit(h spent.Hash, v []byte, limit int) (spent.Record, int, error) {
 	rec, omitted, err := reccodec.DecodeLimit(h, v, limit)
 	if err != nil {
-		return rec, 0, fmt.Errorf("%w: record %s: %v", ErrCorrupt, h, err)
+		return rec, 0, fmt.Errorf("%w: record %s: %w", ErrCorrupt, h, err)
 	}
 	return rec, omitted, nil
 }

@@ -198,7 +198,7 @@ func appendRecord(b []byte, r *spent.Record) []byte { return reccodec.Append(b, 
 func decodeRecord(h spent.Hash, v []byte) (spent.Record, error) {
 	r, err := reccodec.Decode(h, v)
 	if err != nil {
-		return r, fmt.Errorf("%w: record %s: %v", ErrCorrupt, h, err)
+		return r, fmt.Errorf("%w: record %s: %w", ErrCorrupt, h, err)
 	}
 	return r, nil
 }

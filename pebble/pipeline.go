@@ -564,7 +564,7 @@ func (s *Store) lookupLimit(h *spent.Hash, limit int) (rec spent.Record, omitted
 	rec, omitted, err = reccodec.DecodeLimit(*h, v, limit)
 	closer.Close()
 	if err != nil {
-		return rec, 0, false, false, fmt.Errorf("%w: record %s: %v", ErrCorrupt, *h, err)
+		return rec, 0, false, false, fmt.Errorf("%w: record %s: %w", ErrCorrupt, *h, err)
 	}
 	return rec, omitted, true, false, nil
 }

@@ -308,8 +308,8 @@ func (f *manifestFile) SyncData() error {
 	return f.w.setManifest(f.num, f.written)
 }
 
-// checkManifest checks that the current MANIFEST (named by desc) reads
-// cleanly at least as far as the witness st says it was synced.
+// checkManifest checks that the current MANIFEST, at path, reads cleanly at
+// least as far as the witness st says it was synced.
 func checkManifest(fsys vfs.FS, path string, st *witnessState) error {
 	cur, ok := manifestNumber(fsys.PathBase(path))
 	if !ok {
