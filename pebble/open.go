@@ -62,6 +62,9 @@ func Open(dir string, opts Options) (*Store, error) {
 		s.free <- struct{}{}
 	}
 	if err := s.openDB(); err != nil {
+		if s.witness != nil {
+			s.witness.close()
+		}
 		return nil, err
 	}
 	go s.decide()
@@ -186,11 +189,10 @@ func (s *Store) checkRounds(prior *witnessState, existed bool, wal string) error
 		return err
 	}
 	s.roundNum = stored
-	if prior != nil && prior.rounds > stored && !s.opts.AcceptDamage {
-		s.roundNum = prior.rounds
-	}
 	if s.opts.AcceptDamage {
-		s.witness.resetRounds(stored)
+		if err := s.witness.resetRounds(stored); err != nil {
+			return err
+		}
 	}
 	if !marked {
 		if err := s.db.Set(keyWitness, []byte{1}, pdb.Sync); err != nil {
