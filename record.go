@@ -176,6 +176,19 @@ type Record struct {
 	Seq Seq `json:"seq"`
 }
 
+// Clone returns a copy of r that shares no memory with it: its Fingerprint
+// and Result are copied (a nil slice stays nil, an empty one stays empty).
+func (r *Record) Clone() Record {
+	c := *r
+	if r.Fingerprint != nil {
+		c.Fingerprint = append([]byte(nil), r.Fingerprint...)
+	}
+	if r.Result != nil {
+		c.Result = append(make([]byte, 0, len(r.Result)), r.Result...)
+	}
+	return c
+}
+
 // LiveAt reports whether the record is still remembered at now.
 func (r *Record) LiveAt(now time.Time) bool { return now.Before(r.ExpiresAt) }
 
