@@ -316,8 +316,9 @@ func sameFingerprint(a, b []byte) bool { return bytes.Equal(a, b) }
 
 // Claim records the first claim of c.Key in c.Namespace, or answers from the
 // stored record. It returns only once the answer is durable. Store failures
-// are returned as EUnavailable errors (never fresh); a failed write that may
-// have committed is read back first (invariant 8 in docs/concepts.md).
+// are returned as EUnavailable errors, never fresh (invariant 5 in
+// docs/concepts.md); a failed write that may have committed is read back
+// first (invariant 8).
 func (l *Ledger) Claim(ctx context.Context, c Claim) (Result, error) {
 	now := l.cfg.Now()
 	op, p, err := l.prepare(ctx, &c, now)

@@ -82,10 +82,10 @@
 //     key, through any number of stores and servers, exactly one is
 //     inserted: etcd serializes the transactions, and each inserts only If
 //     the key is still as it was read.
-//   - Fail closed: a request etcd does not commit is an error, never an
-//     insert; an error (a leader change mid-request, a timeout) leaves the
-//     outcome unknown, and the ledger reads the key back to settle it
-//     (invariant 8 in docs/concepts.md).
+//   - Fail closed (invariant 5 in docs/concepts.md): a request etcd does
+//     not commit is an error, never an insert; an error (a leader change
+//     mid-request, a timeout) leaves the outcome unknown, and the ledger
+//     reads the key back to settle it (invariant 8).
 //   - Start-up check: Open asks every endpoint for its status at once and
 //     refuses to run (ErrUnhealthy) unless a majority answer within
 //     DialTimeout, they agree on a leader, and none reports an alarm

@@ -9,7 +9,7 @@
 //	}
 //
 // Run builds its own ledgers over the store, with a fake [Clock] and a fixed
-// secret, and checks the promises of the design brief through [spent.Service]:
+// secret, and checks the invariants of docs/concepts.md through [spent.Service]:
 // every outcome in both modes, completion and release, lease expiry under
 // retake and hold, the TTL boundary to the nanosecond, exact replay of stored
 // bytes, one fresh claim among many concurrent ones, linearizability of random
