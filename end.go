@@ -45,6 +45,10 @@ type Ending struct {
 // The state is checked before the seq, so a completion that raced with a
 // retake of its key reports the key as complete, not as taken by another
 // claim.
+//
+// The table storetest.EndCases states these answers case by case; RuleEnd,
+// the ledger and every store (including those whose engine must rule in its
+// own language, such as the Redis scripts) are tested against it.
 func RuleEnd(rec *Record, now time.Time, e Ending) (done bool, err error) {
 	switch {
 	case rec == nil || !rec.LiveAt(now):

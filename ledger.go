@@ -316,8 +316,9 @@ func sameFingerprint(a, b []byte) bool { return bytes.Equal(a, b) }
 
 // Claim records the first claim of c.Key in c.Namespace, or answers from the
 // stored record. It returns only once the answer is durable. Store failures
-// are returned as EUnavailable errors (never fresh); a failed write that may
-// have committed is read back first (invariant 8).
+// are returned as EUnavailable errors, never fresh (invariant 5 in
+// docs/concepts.md); a failed write that may have committed is read back
+// first (invariant 8).
 func (l *Ledger) Claim(ctx context.Context, c Claim) (Result, error) {
 	now := l.cfg.Now()
 	op, p, err := l.prepare(ctx, &c, now)
@@ -488,8 +489,6 @@ func (l *Ledger) readResult(ctx context.Context, rec *Record, now time.Time) []b
 	return r.Result
 }
 
-// target finds the pending record a Completion or Release addresses and
-// checks that the caller may end it.
 // direct reports whether a completion or release can go straight to the
 // store, without reading the record first: when the caller names the key
 // (so the hash is of this namespace) and the seq of its own fresh claim, and
@@ -520,28 +519,33 @@ func (l *Ledger) address(ns, key string, h Hash) (Hash, error) {
 	return h, nil
 }
 
-func (l *Ledger) target(ctx context.Context, ns, key string, h Hash, seq Seq, force bool, now time.Time) (Record, error) {
-	h, err := l.address(ns, key, h)
+// target reads the record a completion or release addresses and rules on
+// ending e against it with [RuleEnd], after checking that the record is of
+// namespace ns (a hash names a key of one namespace only). done reports a
+// retried completion that finds its own result stored: r is then the
+// answer, and nothing is to be written.
+func (l *Ledger) target(ctx context.Context, ns, key string, h Hash, e Ending, now time.Time) (r Record, done bool, err error) {
+	h, err = l.address(ns, key, h)
 	if err != nil {
-		return Record{}, err
+		return Record{}, false, err
 	}
-	r, err := l.store.Get(ctx, h, now)
+	r, err = l.store.Get(ctx, h, now)
 	if err != nil {
-		return Record{}, storeError(err)
+		return Record{}, false, storeError(err)
 	}
 	if r.Namespace != ns {
-		return Record{}, Errorf(ENotFound, "no live record for this key")
+		return Record{}, false, Errorf(ENotFound, "no live record for this key")
 	}
-	if r.State != StatePending {
-		return r, Errorf(ENotPending, "record is already complete")
-	}
+	done, err = RuleEnd(&r, now, e)
 	switch {
-	case !seq.IsZero() && seq != r.Seq:
-		return r, Errorf(ESeqMismatch, "record %s was written by another claim", r.Seq)
-	case seq.IsZero() && !force && r.LeaseExpiredAt(now):
-		return r, Errorf(ELeaseExpired, "lease ran out at %s; an operator must resolve this outcome", r.LeaseUntil.Format(time.RFC3339Nano))
+	case errors.Is(err, ErrSeqMismatch):
+		return r, false, Errorf(ESeqMismatch, "record %s was written by another claim", r.Seq)
+	case errors.Is(err, ErrLeaseExpired):
+		return r, false, Errorf(ELeaseExpired, "lease ran out at %s; an operator must resolve this outcome", r.LeaseUntil.Format(time.RFC3339Nano))
+	case err != nil:
+		return r, false, storeError(err)
 	}
-	return r, nil
+	return r, done, nil
 }
 
 // Complete stores the result of a fresh two-step claim, durable on return. See
@@ -569,14 +573,14 @@ func (l *Ledger) Complete(ctx context.Context, c Completion) (Record, error) {
 		}
 		return rec, nil
 	}
-	r, err := l.target(ctx, c.Namespace, c.Key, c.Hash, c.Seq, c.Force, now)
+	r, done, err := l.target(ctx, c.Namespace, c.Key, c.Hash, Ending{Seq: c.Seq, Result: result, Force: c.Force}, now)
 	if err != nil {
-		// A completion retried after an ambiguous failure finds its own
-		// result already stored: that is success, not a conflict.
-		if ErrorCode(err) == ENotPending && !c.Seq.IsZero() && r.Seq == c.Seq && bytes.Equal(r.Result, result) {
-			return r, nil
-		}
 		return Record{}, err
+	}
+	if done {
+		// A completion retried after an ambiguous failure found its own
+		// result already stored: that is success, not a conflict.
+		return r, nil
 	}
 	rec, err := l.store.Complete(ctx, r.Key, r.Seq, result, now)
 	if err != nil {
@@ -594,7 +598,7 @@ func (l *Ledger) Release(ctx context.Context, rel Release) error {
 	} else if ok {
 		return storeError(l.store.Release(ctx, h, rel.Seq, now))
 	}
-	r, err := l.target(ctx, rel.Namespace, rel.Key, rel.Hash, rel.Seq, rel.Force, now)
+	r, _, err := l.target(ctx, rel.Namespace, rel.Key, rel.Hash, Ending{Seq: rel.Seq, Release: true, Force: rel.Force}, now)
 	if err != nil {
 		return err
 	}

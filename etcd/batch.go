@@ -120,10 +120,10 @@ func (k *batchKey) answer(limit int) spent.ClaimResult {
 	if k.omitted > 0 {
 		// Left out because it was longer than every op's limit.
 		c := *k.cur
-		return spent.ClaimResult{Record: cloneRecord(&c), ResultOmitted: true, ResultLen: k.omitted}
+		return spent.ClaimResult{Record: c.Clone(), ResultOmitted: true, ResultLen: k.omitted}
 	}
 	res := spent.LimitResult(spent.ClaimResult{Record: *k.cur}, limit)
-	res.Record = cloneRecord(&res.Record)
+	res.Record = res.Record.Clone()
 	return res
 }
 
@@ -213,7 +213,7 @@ func (s *Store) batchTxn(ctx context.Context, ops []spent.ClaimOp, vals [][]byte
 			}
 			i := k.ops[0]
 			if r.Succeeded {
-				out[i] = spent.ClaimResult{Inserted: true, Record: cloneRecord(&ops[i].Record)}
+				out[i] = spent.ClaimResult{Inserted: true, Record: ops[i].Record.Clone()}
 				k.known, k.cur, k.omitted, k.rev = true, &ops[i].Record, 0, resp.Header.Revision
 				k.ops = k.ops[1:]
 				continue

@@ -226,15 +226,3 @@ func decodeCounter(h spent.Hash, v []byte) (counter, error) {
 	}
 	return counter{value: value, expiresAt: makeTime(sec, int64(nsec))}, nil
 }
-
-// cloneRecord returns a copy of r that shares no memory with it.
-func cloneRecord(r *spent.Record) spent.Record {
-	c := *r
-	if r.Fingerprint != nil {
-		c.Fingerprint = append([]byte(nil), r.Fingerprint...)
-	}
-	if r.Result != nil {
-		c.Result = append(make([]byte, 0, len(r.Result)), r.Result...)
-	}
-	return c
-}

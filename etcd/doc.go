@@ -82,10 +82,10 @@
 //     key, through any number of stores and servers, exactly one is
 //     inserted: etcd serializes the transactions, and each inserts only If
 //     the key is still as it was read.
-//   - Fail closed: a request etcd does not commit is an error, never an
-//     insert; an error (a leader change mid-request, a timeout) leaves the
-//     outcome unknown, and the ledger reads the key back to settle it
-//     (invariant 8 of the design).
+//   - Fail closed (invariant 5 in docs/concepts.md): a request etcd does
+//     not commit is an error, never an insert; an error (a leader change
+//     mid-request, a timeout) leaves the outcome unknown, and the ledger
+//     reads the key back to settle it (invariant 8).
 //   - Start-up check: Open asks every endpoint for its status at once and
 //     refuses to run (ErrUnhealthy) unless a majority answer within
 //     DialTimeout, they agree on a leader, and none reports an alarm
@@ -127,5 +127,5 @@
 //   - [Store.Purge] (epoch retirement) reads every record of the prefix,
 //     and each deletion is a revision too (see compaction above).
 //   - Never restore the cluster from a snapshot or backup: a store that goes
-//     back in time re-validates spent keys (invariant 7 of the design).
+//     back in time re-validates spent keys (invariant 7 in docs/concepts.md).
 package etcd

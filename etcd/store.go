@@ -1,7 +1,6 @@
 package etcd
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -277,7 +276,7 @@ func (s *Store) claim(ctx context.Context, op *spent.ClaimOp) (spent.ClaimResult
 			return spent.ClaimResult{}, err
 		}
 		if resp.Succeeded {
-			return spent.ClaimResult{Inserted: true, Record: cloneRecord(&op.Record)}, nil
+			return spent.ClaimResult{Inserted: true, Record: op.Record.Clone()}, nil
 		}
 		kvs := resp.Responses[0].GetResponseRange().Kvs
 		if len(kvs) == 0 {
@@ -331,31 +330,26 @@ func (s *Store) Get(ctx context.Context, key spent.Hash, now time.Time) (spent.R
 	return rec, nil
 }
 
-// pendingWith reads the live pending record of key written with seq, for
-// Complete and Release, with the errors they return in the ledger's order:
-// ErrNotFound, ErrNotPending, ErrSeqMismatch.
-func (s *Store) pendingWith(ctx context.Context, key spent.Hash, seq spent.Seq, now time.Time) (spent.Record, int64, error) {
-	rec, rev, err := s.read(ctx, key)
+// end reads the record of key with its ModRevision and rules on ending e
+// at now with [spent.RuleEnd]. done reports a retried completion, whose
+// answer is rec; otherwise, with no error, rec is the pending record to end
+// If its ModRevision is still rev.
+func (s *Store) end(ctx context.Context, key spent.Hash, now time.Time, e spent.Ending) (rec spent.Record, rev int64, done bool, err error) {
+	rec, rev, err = s.read(ctx, key)
 	switch {
-	case err != nil:
-		return rec, rev, err
-	case !rec.LiveAt(now):
-		return rec, rev, spent.ErrNotFound
-	case rec.State != spent.StatePending:
-		return rec, rev, spent.ErrNotPending
-	case rec.Seq != seq:
-		return rec, rev, spent.ErrSeqMismatch
+	case errors.Is(err, spent.ErrNotFound):
+		_, err = spent.RuleEnd(nil, now, e)
+	case err == nil:
+		done, err = spent.RuleEnd(&rec, now, e)
 	}
-	return rec, rev, nil
+	return rec, rev, done, err
 }
 
 // Complete implements [spent.Store]: a read, then a transaction that writes
 // the completed record (keeping its lease) and deletes its pending-index
 // entry If the record's ModRevision is still the one read; a lost race
-// starts over. Errors take precedence in the order the ledger checks them:
-// ErrNotFound, then ErrNotPending (a complete record, whatever its seq,
-// unless it holds this seq and these very bytes: that retry succeeds), then
-// ErrSeqMismatch.
+// starts over. The read is ruled on by [spent.RuleEnd], which states the
+// errors and their precedence, and accepts a retry with the same bytes.
 func (s *Store) Complete(ctx context.Context, key spent.Hash, seq spent.Seq, result []byte, now time.Time) (spent.Record, error) {
 	ctx, cancel, err := s.begin(ctx)
 	if err != nil {
@@ -366,34 +360,34 @@ func (s *Store) Complete(ctx context.Context, key spent.Hash, seq spent.Seq, res
 		result = []byte{}
 	}
 	for range maxAttempts {
-		rec, rev, err := s.pendingWith(ctx, key, seq, now)
-		if errors.Is(err, spent.ErrNotPending) && rec.Seq == seq && bytes.Equal(rec.Result, result) {
-			return rec, nil
-		}
+		rec, rev, done, err := s.end(ctx, key, now, spent.Ending{Seq: seq, Result: result})
 		if err != nil {
 			return spent.Record{}, s.fail("complete", err)
 		}
-		done := cloneRecord(&rec)
-		done.State, done.LeaseUntil = spent.StateComplete, time.Time{}
-		done.Result = append(make([]byte, 0, len(result)), result...)
+		if done {
+			return rec, nil
+		}
+		completed := rec.Clone()
+		completed.State, completed.LeaseUntil = spent.StateComplete, time.Time{}
+		completed.Result = append(make([]byte, 0, len(result)), result...)
 		rk := s.keys.record(key)
 		resp, err := s.cli.Txn(ctx).
 			If(clientv3.Compare(clientv3.ModRevision(rk), "=", rev)).
-			Then(clientv3.OpPut(rk, string(appendRecord(nil, &done)), clientv3.WithIgnoreLease()),
+			Then(clientv3.OpPut(rk, string(appendRecord(nil, &completed)), clientv3.WithIgnoreLease()),
 				clientv3.OpDelete(s.keys.pending(&rec))).
 			Commit()
 		if err != nil {
 			return spent.Record{}, s.fail("complete", err)
 		}
 		if resp.Succeeded {
-			return done, nil
+			return completed, nil
 		}
 	}
 	return spent.Record{}, s.fail("complete", ErrContention)
 }
 
 // Release implements [spent.Store] as Complete does, deleting the record and
-// its pending-index entry, with the same error precedence.
+// its pending-index entry, under the same ruling.
 func (s *Store) Release(ctx context.Context, key spent.Hash, seq spent.Seq, now time.Time) error {
 	ctx, cancel, err := s.begin(ctx)
 	if err != nil {
@@ -401,7 +395,7 @@ func (s *Store) Release(ctx context.Context, key spent.Hash, seq spent.Seq, now 
 	}
 	defer cancel()
 	for range maxAttempts {
-		rec, rev, err := s.pendingWith(ctx, key, seq, now)
+		rec, rev, _, err := s.end(ctx, key, now, spent.Ending{Seq: seq, Release: true})
 		if err != nil {
 			return s.fail("release", err)
 		}

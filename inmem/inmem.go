@@ -104,14 +104,6 @@ func (s *Store) after(op string) error {
 	return nil
 }
 
-func clone(r spent.Record) spent.Record {
-	r.Fingerprint = append([]byte(nil), r.Fingerprint...)
-	if r.Result != nil {
-		r.Result = append([]byte{}, r.Result...)
-	}
-	return r
-}
-
 func (s *Store) claim(op spent.ClaimOp) (spent.ClaimResult, error) {
 	if err := op.Record.Validate(); err != nil {
 		return spent.ClaimResult{}, err
@@ -120,11 +112,11 @@ func (s *Store) claim(op spent.ClaimOp) (spent.ClaimResult, error) {
 		// A result over the op's limit is left out before the copy, so
 		// that it is never copied.
 		res := spent.LimitResult(spent.ClaimResult{Record: r}, op.ResultLimit)
-		return spent.ClaimResult{Record: clone(res.Record), ResultOmitted: res.ResultOmitted, ResultLen: res.ResultLen}, nil
+		return spent.ClaimResult{Record: res.Record.Clone(), ResultOmitted: res.ResultOmitted, ResultLen: res.ResultLen}, nil
 	}
-	rec := clone(op.Record)
+	rec := op.Record.Clone()
 	s.d.recs[rec.Key] = rec
-	return spent.ClaimResult{Inserted: true, Record: clone(rec)}, nil
+	return spent.ClaimResult{Inserted: true, Record: rec.Clone()}, nil
 }
 
 // Claim implements [spent.Store].
@@ -157,18 +149,17 @@ func (s *Store) ClaimBatch(ctx context.Context, ops []spent.ClaimOp) ([]spent.Cl
 	return out, s.after("claim_batch")
 }
 
-func (s *Store) pending(key spent.Hash, seq spent.Seq, now time.Time) (spent.Record, error) {
+// end rules on ending e of key's record at now with [spent.RuleEnd], and
+// returns the record (the zero Record when there is none); the caller holds
+// the mutex.
+func (s *Store) end(key spent.Hash, now time.Time, e spent.Ending) (spent.Record, bool, error) {
+	var stored *spent.Record
 	r, ok := s.d.recs[key]
-	if !ok || !r.LiveAt(now) {
-		return r, spent.ErrNotFound
+	if ok {
+		stored = &r
 	}
-	if r.State != spent.StatePending {
-		return r, spent.ErrNotPending
-	}
-	if r.Seq != seq {
-		return r, spent.ErrSeqMismatch
-	}
-	return r, nil
+	done, err := spent.RuleEnd(stored, now, e)
+	return r, done, err
 }
 
 // Complete implements [spent.Store].
@@ -177,18 +168,17 @@ func (s *Store) Complete(ctx context.Context, key spent.Hash, seq spent.Seq, res
 		return spent.Record{}, err
 	}
 	defer s.d.mu.Unlock()
-	r, err := s.pending(key, seq, now)
-	if err == spent.ErrNotPending && r.Seq == seq && string(r.Result) == string(result) {
-		return clone(r), s.after("complete")
-	}
+	r, done, err := s.end(key, now, spent.Ending{Seq: seq, Result: result})
 	if err != nil {
 		return spent.Record{}, err
 	}
-	r.State = spent.StateComplete
-	r.Result = append([]byte{}, result...)
-	r.LeaseUntil = time.Time{}
-	s.d.recs[key] = r
-	return clone(r), s.after("complete")
+	if !done {
+		r.State = spent.StateComplete
+		r.Result = append([]byte{}, result...)
+		r.LeaseUntil = time.Time{}
+		s.d.recs[key] = r
+	}
+	return r.Clone(), s.after("complete")
 }
 
 // Release implements [spent.Store].
@@ -197,7 +187,7 @@ func (s *Store) Release(ctx context.Context, key spent.Hash, seq spent.Seq, now 
 		return err
 	}
 	defer s.d.mu.Unlock()
-	if _, err := s.pending(key, seq, now); err != nil {
+	if _, _, err := s.end(key, now, spent.Ending{Seq: seq, Release: true}); err != nil {
 		return err
 	}
 	delete(s.d.recs, key)
@@ -214,7 +204,7 @@ func (s *Store) Get(ctx context.Context, key spent.Hash, now time.Time) (spent.R
 	if !ok || !r.LiveAt(now) {
 		return spent.Record{}, spent.ErrNotFound
 	}
-	return clone(r), s.after("get")
+	return r.Clone(), s.after("get")
 }
 
 // ListPending implements [spent.Store].
@@ -227,7 +217,7 @@ func (s *Store) ListPending(ctx context.Context, namespace string, leaseBefore t
 	for _, r := range s.d.recs {
 		if r.State == spent.StatePending && r.LiveAt(leaseBefore) && !r.LeaseUntil.After(leaseBefore) &&
 			(namespace == "" || r.Namespace == namespace) {
-			out = append(out, clone(r))
+			out = append(out, r.Clone())
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {

@@ -92,5 +92,5 @@
 //     heap fetch per row: no index by namespace is kept for it, since every
 //     claim would pay for one.
 //   - Never restore the database from a backup or a snapshot that goes back
-//     in time: it would re-validate spent keys (invariant 7 of the design).
+//     in time: it would re-validate spent keys (invariant 7 in docs/concepts.md).
 package postgres

@@ -31,7 +31,7 @@ var (
 	// tell whether a statement took effect (SQLSTATE 40003,
 	// statement_completion_unknown, which CockroachDB returns after some
 	// failures). The write may or may not have happened: the ledger reads
-	// the key back to find out (invariant 8 of the design).
+	// the key back to find out (invariant 8 in docs/concepts.md).
 	ErrOutcomeUnknown = errors.New("postgres: outcome unknown")
 	// ErrCorrupt is returned when a stored row cannot be a record written by
 	// this package.
@@ -391,6 +391,7 @@ func (s *Store) Complete(ctx context.Context, key spent.Hash, seq spent.Seq, res
 		return spent.Record{}, fmt.Errorf("postgres: complete: now: %w", err)
 	}
 	var rec spent.Record
+	e := spent.Ending{Seq: seq, Result: result}
 	err = s.do(ctx, "complete", func(ctx context.Context) error {
 		for range maxRereads {
 			rows, err := s.pool.Query(ctx, s.q.complete, key[:], result, n, int64(seq.Node), int64(seq.Counter))
@@ -411,7 +412,8 @@ func (s *Store) Complete(ctx context.Context, key spent.Hash, seq spent.Seq, res
 			if updated {
 				return nil
 			}
-			done, err := judgeComplete(found, &rec, seq, result)
+			// The statement returns the row only when it is live at now.
+			done, err := spent.RuleEnd(row(found, &rec), now, e)
 			if done || err != nil {
 				return err
 			}
@@ -421,9 +423,8 @@ func (s *Store) Complete(ctx context.Context, key spent.Hash, seq spent.Seq, res
 			if err != nil {
 				return err
 			}
-			found2 = found2 && rec2.LiveAt(now)
 			rec = rec2
-			if done, err := judgeComplete(found2, &rec, seq, result); done || err != nil {
+			if done, err := spent.RuleEnd(row(found2, &rec), now, e); done || err != nil {
 				return err
 			}
 		}
@@ -435,22 +436,16 @@ func (s *Store) Complete(ctx context.Context, key spent.Hash, seq spent.Seq, res
 	return rec, nil
 }
 
-// judgeComplete tells what a Complete that changed nothing returns, given
-// the live row (if found). done is false when the row is still our pending
-// record, which the update would have changed: the row must be read again.
-func judgeComplete(found bool, rec *spent.Record, seq spent.Seq, result []byte) (done bool, err error) {
-	switch {
-	case !found:
-		return true, spent.ErrNotFound
-	case rec.State != spent.StatePending:
-		if rec.Seq == seq && bytes.Equal(rec.Result, result) {
-			return true, nil // a retried completion
-		}
-		return true, spent.ErrNotPending
-	case rec.Seq != seq:
-		return true, spent.ErrSeqMismatch
+// row returns rec when a statement found the row, else nil: the record
+// [spent.RuleEnd] rules on. When a statement that changed nothing found a
+// row the ruling lets the ending go ahead on (done false, no error), that
+// row was the statement's snapshot of the pending record it would have
+// changed: the row has changed since, and must be read again.
+func row(found bool, rec *spent.Record) *spent.Record {
+	if !found {
+		return nil
 	}
-	return false, nil
+	return rec
 }
 
 // Release implements [spent.Store] in one statement, plus a read when that
@@ -460,6 +455,7 @@ func (s *Store) Release(ctx context.Context, key spent.Hash, seq spent.Seq, now 
 	if err != nil {
 		return fmt.Errorf("postgres: release: now: %w", err)
 	}
+	e := spent.Ending{Seq: seq, Release: true}
 	return s.do(ctx, "release", func(ctx context.Context) error {
 		for range maxRereads {
 			rows, err := s.pool.Query(ctx, s.q.release, key[:], n, int64(seq.Node), int64(seq.Counter))
@@ -473,32 +469,24 @@ func (s *Store) Release(ctx context.Context, key spent.Hash, seq spent.Seq, now 
 			if err != nil || deleted {
 				return err
 			}
-			rec := spent.Record{State: spent.State(state), Seq: spent.Seq{Node: uint32(node), Counter: uint64(ctr)}}
-			if done, err := judgeRelease(found, &rec, seq); done {
+			// The statement returns the state and seq of the row only, and
+			// only when the row is live at now: its ExpiresAt, which
+			// RuleEnd reads too, is set to an instant after now to say so.
+			rec := spent.Record{State: spent.State(state), Seq: spent.Seq{Node: uint32(node), Counter: uint64(ctr)},
+				ExpiresAt: now.Add(time.Nanosecond)}
+			if _, err := spent.RuleEnd(row(found, &rec), now, e); err != nil {
 				return err
 			}
 			rec, found, err = s.getAny(ctx, key)
 			if err != nil {
 				return err
 			}
-			if done, err := judgeRelease(found && rec.LiveAt(now), &rec, seq); done {
+			if _, err := spent.RuleEnd(row(found, &rec), now, e); err != nil {
 				return err
 			}
 		}
 		return ErrUnsettled
 	})
-}
-
-func judgeRelease(found bool, rec *spent.Record, seq spent.Seq) (done bool, err error) {
-	switch {
-	case !found:
-		return true, spent.ErrNotFound
-	case rec.State != spent.StatePending:
-		return true, spent.ErrNotPending
-	case rec.Seq != seq:
-		return true, spent.ErrSeqMismatch
-	}
-	return false, nil
 }
 
 // Get implements [spent.Store]. With synchronous_commit on, a row other

@@ -468,7 +468,11 @@ func status(code int64) error {
 	return fmt.Errorf("%w: status %d", ErrCorrupt, code)
 }
 
-// Complete implements [spent.Store] with one script run.
+// Complete implements [spent.Store] with one script run. The script
+// (completeLua) rules on the stored record as [spent.RuleEnd] does, in Lua
+// so that the ruling and the write are one atomic step on the server; the
+// conformance suite checks it against the same table of cases as RuleEnd
+// (storetest.EndCases).
 func (s *Store) Complete(ctx context.Context, key spent.Hash, seq spent.Seq, result []byte, now time.Time) (spent.Record, error) {
 	if err := s.enter("complete"); err != nil {
 		return spent.Record{}, err
@@ -507,7 +511,8 @@ func (s *Store) Complete(ctx context.Context, key spent.Hash, seq spent.Seq, res
 	return r, nil
 }
 
-// Release implements [spent.Store] with one script run.
+// Release implements [spent.Store] with one script run, whose script
+// (releaseLua) rules as Complete's does.
 func (s *Store) Release(ctx context.Context, key spent.Hash, seq spent.Seq, now time.Time) error {
 	if err := s.enter("release"); err != nil {
 		return err

@@ -8,8 +8,8 @@ import (
 	"github.com/spentledger/spent"
 )
 
-// testConcurrency checks invariant 1: of any number of concurrent claims of
-// one live key, exactly one is fresh.
+// testConcurrency checks invariant 1 in docs/concepts.md: of any number
+// of concurrent claims of one live key, exactly one is fresh.
 func testConcurrency(t *testing.T, h Harness) {
 	t.Run("OneFreshOf100", func(t *testing.T) {
 		cases := []struct {

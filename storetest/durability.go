@@ -9,8 +9,8 @@ import (
 )
 
 // testDurability checks that closing and reopening the store keeps
-// everything: records, states, results and seqs, and that seq blocks are
-// never handed out twice.
+// everything (invariant 2 in docs/concepts.md): records, states, results
+// and seqs, and that seq blocks are never handed out twice.
 func testDurability(t *testing.T, h Harness) {
 	t.Run("ReopenKeepsEverything", func(t *testing.T) {
 		e := newEnv(t, h)

@@ -166,17 +166,12 @@ func (s *fileStore) ClaimBatch(ctx context.Context, ops []spent.ClaimOp) ([]spen
 	return out, nil
 }
 
-func (s *fileStore) pending(key spent.Hash, seq spent.Seq, now time.Time) (spent.Record, error) {
-	r, ok := s.recs[key]
-	switch {
-	case !ok || !r.LiveAt(now):
-		return r, spent.ErrNotFound
-	case r.State != spent.StatePending:
-		return r, spent.ErrNotPending
-	case r.Seq != seq:
-		return r, spent.ErrSeqMismatch
+// stored returns the record of key, or nil; the caller holds mu.
+func (s *fileStore) stored(key spent.Hash) *spent.Record {
+	if r, ok := s.recs[key]; ok {
+		return &r
 	}
-	return r, nil
+	return nil
 }
 
 func (s *fileStore) Complete(ctx context.Context, key spent.Hash, seq spent.Seq, result []byte, now time.Time) (spent.Record, error) {
@@ -184,15 +179,15 @@ func (s *fileStore) Complete(ctx context.Context, key spent.Hash, seq spent.Seq,
 		return spent.Record{}, err
 	}
 	defer s.mu.Unlock()
-	r, err := s.pending(key, seq, now)
-	if err == spent.ErrNotPending && r.Seq == seq && bytes.Equal(r.Result, result) {
-		return r, nil
-	}
-	if err != nil {
-		return spent.Record{}, err
+	r := s.stored(key)
+	if done, err := spent.RuleEnd(r, now, spent.Ending{Seq: seq, Result: result}); done || err != nil {
+		if err != nil {
+			return spent.Record{}, err
+		}
+		return *r, nil
 	}
 	r.State, r.Result, r.LeaseUntil = spent.StateComplete, append([]byte{}, result...), time.Time{}
-	return r, s.commit(logEntry{Put: &r})
+	return *r, s.commit(logEntry{Put: r})
 }
 
 func (s *fileStore) Release(ctx context.Context, key spent.Hash, seq spent.Seq, now time.Time) error {
@@ -200,7 +195,7 @@ func (s *fileStore) Release(ctx context.Context, key spent.Hash, seq spent.Seq, 
 		return err
 	}
 	defer s.mu.Unlock()
-	if _, err := s.pending(key, seq, now); err != nil {
+	if _, err := spent.RuleEnd(s.stored(key), now, spent.Ending{Seq: seq, Release: true}); err != nil {
 		return err
 	}
 	return s.commit(logEntry{Del: &key})

@@ -466,9 +466,9 @@ func testLinearizability(t *testing.T, h Harness) {
 	})
 }
 
-// racyStore breaks invariant 1 on purpose: its Claim reads the key, then
-// writes without looking again, and reports the write as its own. It shows
-// that the linearizability check can fail.
+// racyStore breaks invariant 1 in docs/concepts.md on purpose: its Claim
+// reads the key, then writes without looking again, and reports the write
+// as its own. It shows that the linearizability check can fail.
 type racyStore struct {
 	spent.Store
 }

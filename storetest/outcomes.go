@@ -639,8 +639,8 @@ func seqs(recs []spent.Record) []spent.Seq {
 	return out
 }
 
-// testExpiry checks the TTL boundary: remembered at expires_at - 1ns,
-// forgotten at expires_at.
+// testExpiry checks the TTL boundary (invariant 4 in docs/concepts.md):
+// remembered at expires_at - 1ns, forgotten at expires_at.
 func testExpiry(t *testing.T, h Harness) {
 	boundary := func(t *testing.T, e *env, ns, key string, exp time.Time, again spent.Outcome, first spent.Result) {
 		t.Helper()
@@ -714,7 +714,8 @@ func testExpiry(t *testing.T, h Harness) {
 	})
 }
 
-// testReplay checks that a replay returns the stored bytes exactly.
+// testReplay checks that a replay returns the stored bytes exactly
+// (invariant 3 in docs/concepts.md).
 func testReplay(t *testing.T, h Harness) {
 	t.Run("ReplayReturnsStoredBytes", func(t *testing.T) {
 		rng := newRand(t)

@@ -9,7 +9,7 @@
 //	}
 //
 // Run builds its own ledgers over the store, with a fake [Clock] and a fixed
-// secret, and checks the promises of the design brief through [spent.Service]:
+// secret, and checks the invariants of docs/concepts.md through [spent.Service]:
 // every outcome in both modes, completion and release, lease expiry under
 // retake and hold, the TTL boundary to the nanosecond, exact replay of stored
 // bytes, one fresh claim among many concurrent ones, linearizability of random
@@ -17,7 +17,9 @@
 // reopen, the bounded counters of Store.Count, the forgetting of one
 // namespace by Store.Purge, and survival of kill -9 at random moments.
 // Store-level tests call the store directly for what the ledger does not
-// expose (DeleteExpired, Purge, ReserveSeq, ListPending ordering).
+// expose (DeleteExpired, Purge, ReserveSeq, ListPending ordering), and
+// check its Complete and Release against [EndCases], the table of rulings
+// that [spent.RuleEnd] states.
 //
 // When Harness.Wrap is set, the behavioural tests talk to the wrapped service
 // (the HTTP client, say) and assert error codes with spent.ErrorCode; the
@@ -105,6 +107,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Linearizability", func(t *testing.T) { testLinearizability(t, h) })
 	t.Run("Durability", func(t *testing.T) { testDurability(t, h) })
 	t.Run("Store", func(t *testing.T) { testStore(t, h) })
+	t.Run("EndRuling", func(t *testing.T) { testEndRuling(t, h) })
 	t.Run("ResultLimit", func(t *testing.T) { testResultLimit(t, h) })
 	t.Run("Count", func(t *testing.T) { testCount(t, h) })
 	t.Run("Purge", func(t *testing.T) { testPurge(t, h) })
