@@ -47,8 +47,9 @@ import (
 //     recycled, as the engine may still hold it. When decide returns it
 //     closes s.rounds; the waiter drains it, then closes s.done: whoever
 //     has received from s.done (Close) owns what decide owned.
-//  2. Written before visible. No answer leaves the engine, and no read
-//     outside the rounds returns, before the round holding every write it
+//  2. Written before visible. No answer leaves the store (Early answers
+//     aside, engine invariant 4), whether decided in a round or read
+//     outside them (ListPending), before the round holding every write it
 //     could have observed is durable: its WAL sync returned and the witness
 //     recorded its number. A decision may read an earlier round's writes
 //     before they are durable, as pebble shows a batch once applied; what
