@@ -202,15 +202,3 @@ func decodeRecord(h spent.Hash, v []byte) (spent.Record, error) {
 	}
 	return r, nil
 }
-
-// cloneRecord returns a copy of r that shares no memory with it.
-func cloneRecord(r *spent.Record) spent.Record {
-	c := *r
-	if r.Fingerprint != nil {
-		c.Fingerprint = append([]byte(nil), r.Fingerprint...)
-	}
-	if r.Result != nil {
-		c.Result = append(make([]byte, 0, len(r.Result)), r.Result...)
-	}
-	return c
-}

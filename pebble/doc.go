@@ -24,7 +24,9 @@
 // done, while the next round is already being decided. Under load a round
 // holds every call that arrived during the previous sync, so each fsync
 // answers many callers. A round that writes one key several times puts only
-// the last write in its batch.
+// the last write in its batch. engine.go numbers the invariants this engine
+// keeps; each kind of call is decided in a file of its own (claim.go,
+// end.go, ...).
 //
 // A fresh Early claim of a new key ([spent.ClaimOp].Early) is answered at
 // once and held in memory, not written: its Complete writes the complete

@@ -293,6 +293,28 @@ func TestCompleteAndRelease(t *testing.T) {
 		}
 	})
 
+	t.Run("ZeroSeqIsAnotherClaim", func(t *testing.T) {
+		// A store is always given the claim's seq (the ledger finds it);
+		// no record holds the zero seq, so it matches none, held or
+		// stored, within the lease or after it.
+		stored, held := randHash(rng), randHash(rng)
+		mustClaim(t, s, pendingOp("ns", stored, 1, t0, lease, exp))
+		mustClaim(t, s, earlyOp(held, 1))
+		for _, h := range []spent.Hash{stored, held} {
+			for _, now := range []time.Time{t0, t0.Add(2 * time.Minute)} { // within both leases, after both
+				if _, err := s.Complete(ctx, h, spent.Seq{}, []byte("ok"), now); !errors.Is(err, spent.ErrSeqMismatch) {
+					t.Fatalf("Complete with the zero seq at %v: got %v, want ErrSeqMismatch", now, err)
+				}
+				if err := s.Release(ctx, h, spent.Seq{}, now); !errors.Is(err, spent.ErrSeqMismatch) {
+					t.Fatalf("Release with the zero seq at %v: got %v, want ErrSeqMismatch", now, err)
+				}
+			}
+			if rec, err := s.Get(ctx, h, t0); err != nil || rec.State != spent.StatePending {
+				t.Fatalf("record after endings with the zero seq: %+v, %v; want it pending", rec, err)
+			}
+		}
+	})
+
 	t.Run("CompleteRecordIsNotPendingWhateverItsSeq", func(t *testing.T) {
 		// The ledger checks the state before the seq; so must the store,
 		// or a completion racing with a retake gets an answer that no

@@ -15,11 +15,12 @@ import (
 // round's overlay first) and removes it only if it still belongs to the
 // namespace. Claims go on being decided while Purge walks.
 
-// purgeOp is the work of a kindPurge request: the records of keys to forget,
-// if they still belong to namespace.
-type purgeOp struct {
+// purgeReq is the part of a kindPurge request: the records of keys to
+// forget, if they still belong to namespace.
+type purgeReq struct {
 	namespace string
 	keys      []spent.Hash
+	removed   int // the answer: records forgotten
 }
 
 // purgeScanBatch bounds the records one walk looks at between two checks
@@ -154,28 +155,27 @@ func (s *Store) collect(ctx context.Context, namespace string, lower, upper []by
 func (s *Store) forget(ctx context.Context, namespace string, keys []spent.Hash) (int, error) {
 	r := newRequest(kindPurge, ctx)
 	defer recycle(r)
-	r.purge = purgeOp{namespace: namespace, keys: keys}
+	r.purge.namespace, r.purge.keys = namespace, keys
 	if err := s.do(ctx, r); err != nil {
 		return 0, err
 	}
-	return r.count, nil
+	return r.purge.removed, nil
 }
 
-// purgeKeys decides a kindPurge request within rd: each record of op.keys
-// that still belongs to op.namespace, live or expired, is deleted with its
+// decidePurge decides a kindPurge request within rd: each record of q.keys
+// that still belongs to q.namespace, live or expired, is deleted with its
 // index entries.
-func (s *Store) purgeKeys(rd *round, op *purgeOp) (int, error) {
-	n := 0
-	for i := range op.keys {
-		cur, found, _, err := s.lookup(&op.keys[i])
+func (s *Store) decidePurge(rd *round, q *purgeReq) error {
+	for i := range q.keys {
+		cur, found, _, err := s.lookup(&q.keys[i])
 		if err != nil {
-			return n, err
+			return err
 		}
-		if !found || cur.Namespace != op.namespace {
+		if !found || cur.Namespace != q.namespace {
 			continue
 		}
 		s.remove(rd, &cur, true)
-		n++
+		q.removed++
 	}
-	return n, nil
+	return nil
 }

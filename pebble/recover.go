@@ -41,7 +41,7 @@ const (
 
 // fail records the first failure of an apply or sync. From then on every
 // call fails (state may be visible that is not durable) until the store has
-// reopened itself.
+// reopened itself: engine invariant 5.
 func (s *Store) fail(err error) {
 	err = fmt.Errorf("%w: %w", ErrFailed, err)
 	if !s.failed.CompareAndSwap(nil, &err) {
@@ -116,8 +116,11 @@ func (s *Store) reopen() error {
 }
 
 // reopenDB closes pebble and opens it again, on the decision goroutine,
-// alone in its round. It waits for the rounds in flight, and holds dbMu so
-// that no reader outside the rounds uses the database meanwhile.
+// alone in its round (engine invariant 8). It takes every sync slot, which
+// waits for the rounds in flight (engine invariant 3), and holds dbMu so
+// that no reader outside the rounds uses the database meanwhile (engine
+// invariant 1). The records held for Early claims are forgotten, as a
+// crash forgets them (engine invariant 4).
 func (s *Store) reopenDB() error {
 	if s.failure() == nil {
 		return nil // nothing to mend
@@ -161,6 +164,7 @@ func (s *Store) reopenDB() error {
 		s.db = nil
 		return fmt.Errorf("pebble: reopen: probe write: %w", err)
 	}
+	// Engine invariant 5: the store serves again.
 	s.failed.Store(nil)
 	return nil
 }

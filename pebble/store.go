@@ -37,7 +37,7 @@ type Store struct {
 	closing chan struct{} // closed when Close begins: stops the recovery
 	refused atomic.Uint64 // calls refused since the store failed
 
-	// Owned by the decision goroutine.
+	// Owned by the decision goroutine (engine invariant 1, engine.go).
 	filter    *filter
 	overlay   map[spent.Hash]*spent.Record      // this round's writes; nil means deleted
 	seqs      map[uint32]uint64                 // this round's seq reservations
@@ -48,8 +48,8 @@ type Store struct {
 	// held are the records of fresh Early claims of new keys, kept in
 	// memory only until their Complete (which writes the complete record),
 	// their Release (which forgets it) or the first other request that
-	// looks at them (which writes it first, see materialize). A crash
-	// loses them, which the Early promise allows.
+	// looks at them (which writes it first): see held.go and engine
+	// invariant 4. A crash loses them, which the Early promise allows.
 	held map[spent.Hash]*spent.Record
 	kbuf []byte // scratch key
 	vbuf []byte // scratch value
@@ -145,12 +145,13 @@ func (s *Store) Claim(ctx context.Context, op spent.ClaimOp) (spent.ClaimResult,
 	}
 	r := newRequest(kindClaim, ctx)
 	defer recycle(r)
-	r.one[0] = op
-	r.claims, r.results = r.one[:], r.oneRes[:]
+	q := &r.claim
+	q.one[0] = op
+	q.ops, q.results = q.one[:], q.oneRes[:]
 	if err := s.do(ctx, r); err != nil {
 		return spent.ClaimResult{}, fmt.Errorf("pebble: claim: %w", err)
 	}
-	return r.oneRes[0], nil
+	return q.oneRes[0], nil
 }
 
 // ClaimBatch implements [spent.Store]. The whole batch is decided in one
@@ -168,12 +169,12 @@ func (s *Store) ClaimBatch(ctx context.Context, ops []spent.ClaimOp) ([]spent.Cl
 	r := newRequest(kindClaim, ctx)
 	defer recycle(r)
 	// The ops are copied: the round keeps pointers into them.
-	r.claims = append([]spent.ClaimOp(nil), ops...)
-	r.results = make([]spent.ClaimResult, len(ops))
+	r.claim.ops = append([]spent.ClaimOp(nil), ops...)
+	r.claim.results = make([]spent.ClaimResult, len(ops))
 	if err := s.do(ctx, r); err != nil {
 		return nil, fmt.Errorf("pebble: claim batch: %w", err)
 	}
-	return r.results, nil
+	return r.claim.results, nil
 }
 
 // Complete implements [spent.Store]. Its errors take precedence in the
@@ -181,21 +182,21 @@ func (s *Store) ClaimBatch(ctx context.Context, ops []spent.ClaimOp) ([]spent.Cl
 // record, whatever its seq, unless it holds this seq and these very bytes),
 // then ErrSeqMismatch.
 func (s *Store) Complete(ctx context.Context, key spent.Hash, seq spent.Seq, result []byte, now time.Time) (spent.Record, error) {
-	r := newRequest(kindComplete, ctx)
+	r := newRequest(kindEnd, ctx)
 	defer recycle(r)
-	r.key, r.seq, r.result, r.now = key, seq, result, now
+	r.end.key, r.end.now, r.end.e = key, now, spent.Ending{Seq: seq, Result: result}
 	if err := s.do(ctx, r); err != nil {
 		return spent.Record{}, fmt.Errorf("pebble: complete: %w", err)
 	}
-	return r.rec, nil
+	return r.end.rec, nil
 }
 
 // Release implements [spent.Store], with the error precedence of
 // [Store.Complete].
 func (s *Store) Release(ctx context.Context, key spent.Hash, seq spent.Seq, now time.Time) error {
-	r := newRequest(kindRelease, ctx)
+	r := newRequest(kindEnd, ctx)
 	defer recycle(r)
-	r.key, r.seq, r.now = key, seq, now
+	r.end.key, r.end.now, r.end.e = key, now, spent.Ending{Seq: seq, Release: true}
 	if err := s.do(ctx, r); err != nil {
 		return fmt.Errorf("pebble: release: %w", err)
 	}
@@ -208,11 +209,11 @@ func (s *Store) Release(ctx context.Context, key spent.Hash, seq spent.Seq, now 
 func (s *Store) Get(ctx context.Context, key spent.Hash, now time.Time) (spent.Record, error) {
 	r := newRequest(kindGet, ctx)
 	defer recycle(r)
-	r.key, r.now = key, now
+	r.get.key, r.get.now = key, now
 	if err := s.do(ctx, r); err != nil {
 		return spent.Record{}, fmt.Errorf("pebble: get: %w", err)
 	}
-	return r.rec, nil
+	return r.get.rec, nil
 }
 
 // DeleteExpired implements [spent.Store]. It walks the expiry index from its
@@ -225,11 +226,11 @@ func (s *Store) DeleteExpired(ctx context.Context, now time.Time, limit int) (in
 	}
 	r := newRequest(kindSweep, ctx)
 	defer recycle(r)
-	r.now, r.limit = now, limit
+	r.sweep.now, r.sweep.limit = now, limit
 	if err := s.do(ctx, r); err != nil {
 		return 0, fmt.Errorf("pebble: delete expired: %w", err)
 	}
-	return r.count, nil
+	return r.sweep.removed, nil
 }
 
 // Count implements [spent.Store]. Counters live under their own prefix with
@@ -237,22 +238,22 @@ func (s *Store) DeleteExpired(ctx context.Context, now time.Time, limit int) (in
 func (s *Store) Count(ctx context.Context, op spent.CountOp) (spent.CountResult, error) {
 	r := newRequest(kindCount, ctx)
 	defer recycle(r)
-	r.count1 = op
+	r.count.op = op
 	if err := s.do(ctx, r); err != nil {
 		return spent.CountResult{}, fmt.Errorf("pebble: count: %w", err)
 	}
-	return r.counted, nil
+	return r.count.res, nil
 }
 
 // ReserveSeq implements [spent.Store]. The first counter of a node is 1.
 func (s *Store) ReserveSeq(ctx context.Context, node uint32, n uint64) (uint64, error) {
 	r := newRequest(kindReserve, ctx)
 	defer recycle(r)
-	r.node, r.n = node, n
+	r.reserve.node, r.reserve.n = node, n
 	if err := s.do(ctx, r); err != nil {
 		return 0, fmt.Errorf("pebble: reserve seq: %w", err)
 	}
-	return r.first, nil
+	return r.reserve.first, nil
 }
 
 // ListPending implements [spent.Store]. It walks the pending index (ordered
@@ -287,7 +288,8 @@ func (s *Store) listPending(ctx context.Context, namespace string, leaseBefore t
 	}
 	snap := s.db.NewSnapshot()
 	defer snap.Close()
-	// Every write the snapshot sees belongs to this round or an earlier one.
+	// Engine invariant 2: every write the snapshot sees belongs to this
+	// round or an earlier one, and the answer waits for its sync.
 	covering := s.last.Load()
 	it, err := snap.NewIter(&pdb.IterOptions{
 		LowerBound: []byte(prefixPending),
@@ -359,6 +361,12 @@ func (s *Store) Close() error {
 		s.closed = true
 		close(s.reqs)
 		s.mu.Unlock()
+		// Once the waiter is done, decide has returned (it closes
+		// s.rounds when it does, and the waiter closes s.done only
+		// after draining it), and nothing else touches what it owned:
+		// Close may read s.db and the filter without a lock (engine
+		// invariant 1). A recovery still running finds the store
+		// closed and stops (s.do refuses it).
 		<-s.done
 		if s.db == nil {
 			// A reopen failed: nothing is open but the witness.
