@@ -43,8 +43,8 @@ type serveConfig struct {
 	Data string
 	// Tokens are the bearer tokens; none means auth is off (loopback only).
 	Tokens []sphttp.Token
-	// MaxBody is the largest request body in bytes; 0 keeps the http
-	// package's default (which defaultServeConfig sets).
+	// MaxBody is the largest request body in bytes, by default the http
+	// package's; 0 keeps the http package's default too.
 	MaxBody int64
 	// MaxBodies is the budget of request bodies in flight, in bytes (see
 	// sphttp.LimitBodies); past it requests are answered 503.
@@ -112,9 +112,11 @@ func (d *duration) UnmarshalText(b []byte) error {
 }
 
 // fileConfig is the TOML file in its own layout, names and types: the keys
-// of docs/configuration.md. loadConfig decodes a file over a fileConfig that
-// holds the defaults (newFileConfig), so that a key the file leaves out keeps
-// its default; apply then checks every value and puts it into a serveConfig.
+// of docs/configuration.md. parse decodes a file over a fileConfig that holds
+// the defaults (newFileConfig), so that a key the file leaves out keeps its
+// default, and then checks every value and puts it into a serveConfig, a
+// section at a time (applyServer, fileStore.apply, applyNamespaces,
+// resolveTokens).
 type fileConfig struct {
 	Node            int64     `toml:"node"`
 	Listen          string    `toml:"listen"`
