@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/spentledger/spent/internal/dsn"
 )
 
 // Options configures a Store. Start from [DefaultOptions] and set Endpoints,
@@ -148,37 +150,31 @@ func (o *Options) Validate() error {
 //
 // ParseURL reads the files that ca, cert and key name. Unknown parameters
 // are an error.
-func ParseURL(dsn string) (Options, error) {
+func ParseURL(s string) (Options, error) {
 	o := DefaultOptions()
-	scheme, rest, ok := strings.Cut(dsn, "://")
-	if !ok || (scheme != "etcd" && scheme != "etcds") {
-		return o, fmt.Errorf("etcd: dsn: want etcd://host:port,... or etcds://host:port,...")
+	d, err := dsn.Parse(s)
+	if err == nil && d.Scheme != "etcd" && d.Scheme != "etcds" {
+		err = dsn.ErrNoScheme
 	}
-	rest, rawQuery, _ := strings.Cut(rest, "?")
-	authority, path, hasPath := strings.Cut(rest, "/")
-	if i := strings.LastIndex(authority, "@"); i >= 0 {
-		info := authority[:i]
-		authority = authority[i+1:]
-		user, pass, _ := strings.Cut(info, ":")
-		var err error
-		if o.Username, err = url.PathUnescape(user); err != nil {
-			return o, fmt.Errorf("etcd: dsn: user: %w", err)
-		}
-		if o.Password, err = url.PathUnescape(pass); err != nil {
-			return o, fmt.Errorf("etcd: dsn: password: %w", err)
-		}
+	if errors.Is(err, dsn.ErrNoScheme) {
+		return o, errors.New("etcd: dsn: want etcd://host:port,host:port,... or etcds://host:port,host:port,... (the members of the cluster)")
 	}
-	if authority == "" {
+	if err != nil {
+		return o, fmt.Errorf("etcd: dsn: %w", err)
+	}
+	o.Username, o.Password = d.Username, d.Password
+	if len(d.Hosts) == 0 {
 		return o, errors.New("etcd: dsn: no endpoints")
 	}
-	o.Endpoints = strings.Split(authority, ",")
-	for _, ep := range o.Endpoints {
-		if _, port, err := splitHostPort(ep); err != nil || port == "" {
-			return o, fmt.Errorf("etcd: dsn: endpoint %q: want host:port", ep)
+	for _, h := range d.Hosts {
+		ep, err := dsn.HostPort(h, "")
+		if err != nil {
+			return o, fmt.Errorf("etcd: dsn: endpoint %q: want host:port", h)
 		}
+		o.Endpoints = append(o.Endpoints, ep)
 	}
-	if hasPath {
-		p, err := url.PathUnescape(path)
+	if d.HasPath {
+		p, err := url.PathUnescape(d.Path)
 		if err != nil {
 			return o, fmt.Errorf("etcd: dsn: prefix: %w", err)
 		}
@@ -187,62 +183,62 @@ func ParseURL(dsn string) (Options, error) {
 			o.Prefix += "/"
 		}
 	}
-	q, err := url.ParseQuery(rawQuery)
+	q, err := url.ParseQuery(d.RawQuery)
 	if err != nil {
 		return o, fmt.Errorf("etcd: dsn: %w", err)
 	}
-	var caFile, certFile, keyFile, serverName string
+	var t tlsFiles
 	for name, vals := range q {
-		v := vals[len(vals)-1]
-		var err error
-		switch name {
-		case "dial_timeout":
-			o.DialTimeout, err = time.ParseDuration(v)
-		case "request_timeout":
-			o.RequestTimeout, err = parseDurationOrZero(v)
-		case "lease_bucket":
-			o.LeaseBucket, err = time.ParseDuration(v)
-		case "max_txn_ops":
-			o.MaxTxnOps, err = strconv.Atoi(v)
-		case "max_txn_bytes":
-			o.MaxTxnBytes, err = strconv.Atoi(v)
-		case "allow_non_durable":
-			o.AllowNonDurable, err = strconv.ParseBool(v)
-		case "ca":
-			caFile = v
-		case "cert":
-			certFile = v
-		case "key":
-			keyFile = v
-		case "server_name":
-			serverName = v
-		default:
-			return o, fmt.Errorf("etcd: dsn: unknown parameter %q", name)
-		}
-		if err != nil {
-			return o, fmt.Errorf("etcd: dsn: %s: %w", name, err)
-		}
-	}
-	if scheme == "etcds" {
-		if o.TLS, err = tlsConfig(caFile, certFile, keyFile, serverName); err != nil {
+		if err := o.setParam(&t, name, vals[len(vals)-1]); err != nil {
 			return o, err
 		}
-	} else if caFile != "" || certFile != "" || keyFile != "" || serverName != "" {
+	}
+	if d.Scheme == "etcds" {
+		if o.TLS, err = t.config(); err != nil {
+			return o, err
+		}
+	} else if t != (tlsFiles{}) {
 		return o, errors.New("etcd: dsn: ca, cert, key and server_name need the etcds:// scheme")
 	}
 	return o, o.Validate()
 }
 
-// splitHostPort splits host:port, allowing a bracketed IPv6 host.
-func splitHostPort(ep string) (string, string, error) {
-	u, err := url.Parse("//" + ep)
+// tlsFiles are the TLS parameters of a DSN.
+type tlsFiles struct {
+	ca, cert, key, serverName string
+}
+
+// setParam sets the option a DSN parameter names, or the TLS parameter in t.
+func (o *Options) setParam(t *tlsFiles, name, v string) error {
+	var err error
+	switch name {
+	case "dial_timeout":
+		o.DialTimeout, err = time.ParseDuration(v)
+	case "request_timeout":
+		o.RequestTimeout, err = parseDurationOrZero(v)
+	case "lease_bucket":
+		o.LeaseBucket, err = time.ParseDuration(v)
+	case "max_txn_ops":
+		o.MaxTxnOps, err = strconv.Atoi(v)
+	case "max_txn_bytes":
+		o.MaxTxnBytes, err = strconv.Atoi(v)
+	case "allow_non_durable":
+		o.AllowNonDurable, err = strconv.ParseBool(v)
+	case "ca":
+		t.ca = v
+	case "cert":
+		t.cert = v
+	case "key":
+		t.key = v
+	case "server_name":
+		t.serverName = v
+	default:
+		return fmt.Errorf("etcd: dsn: unknown parameter %q", name)
+	}
 	if err != nil {
-		return "", "", err
+		return fmt.Errorf("etcd: dsn: %s: %w", name, err)
 	}
-	if u.Path != "" || u.User != nil {
-		return "", "", errors.New("not host:port")
-	}
-	return u.Hostname(), u.Port(), nil
+	return nil
 }
 
 func parseDurationOrZero(v string) (time.Duration, error) {
@@ -252,9 +248,10 @@ func parseDurationOrZero(v string) (time.Duration, error) {
 	return time.ParseDuration(v)
 }
 
-// tlsConfig builds the client's TLS configuration from PEM files.
-func tlsConfig(caFile, certFile, keyFile, serverName string) (*tls.Config, error) {
-	c := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: serverName}
+// config builds the client's TLS configuration from the PEM files.
+func (t tlsFiles) config() (*tls.Config, error) {
+	caFile, certFile, keyFile := t.ca, t.cert, t.key
+	c := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.serverName}
 	if caFile != "" {
 		pem, err := os.ReadFile(caFile)
 		if err != nil {

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/spentledger/spent/internal/dsn"
 )
 
 // Options configures a Store. Start from [DefaultOptions] or [ParseURL].
@@ -148,13 +150,16 @@ func (o *Options) Validate() error {
 // auto_pipeline (true or false), pool_size, dial_timeout, read_timeout,
 // write_timeout. An unknown parameter
 // is an error, so that a typo never silently drops a setting.
-func ParseURL(dsn string) (Options, error) {
+func ParseURL(s string) (Options, error) {
 	o := DefaultOptions()
-	scheme, rest, ok := strings.Cut(dsn, "://")
-	if !ok {
-		return o, fmt.Errorf("redis: DSN %q: want redis://host:port or redis-cluster://host:port,...", redact(dsn))
+	d, err := dsn.Parse(s)
+	if errors.Is(err, dsn.ErrNoScheme) {
+		return o, fmt.Errorf("redis: DSN %q: want redis://host:port or redis-cluster://host:port,host:port,... (the nodes of the cluster)", dsn.Redact(s))
 	}
-	switch scheme {
+	if err != nil {
+		return o, fmt.Errorf("redis: DSN %w", err)
+	}
+	switch d.Scheme {
 	case "redis":
 	case "rediss":
 		o.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
@@ -164,91 +169,66 @@ func ParseURL(dsn string) (Options, error) {
 		o.Cluster = true
 		o.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
 	default:
-		return o, fmt.Errorf("redis: DSN scheme %q: want redis, rediss, redis-cluster or rediss-cluster", scheme)
+		return o, fmt.Errorf("redis: DSN scheme %q: want redis, rediss, redis-cluster or rediss-cluster", d.Scheme)
 	}
-	rest, query, _ := strings.Cut(rest, "?")
-	hosts, path, _ := strings.Cut(rest, "/")
-	if at := strings.LastIndex(hosts, "@"); at >= 0 {
-		user, pass, hasPass := strings.Cut(hosts[:at], ":")
-		var err error
-		if o.Username, err = url.PathUnescape(user); err != nil {
-			return o, fmt.Errorf("redis: DSN user: %w", err)
-		}
-		if hasPass {
-			if o.Password, err = url.PathUnescape(pass); err != nil {
-				return o, errors.New("redis: DSN password: invalid escape")
-			}
-		}
-		hosts = hosts[at+1:]
+	o.Username, o.Password = d.Username, d.Password
+	if len(d.Hosts) == 0 {
+		return o, fmt.Errorf("redis: DSN %q: %w", dsn.Redact(s), dsn.ErrEmptyHost)
 	}
 	o.Addrs = nil
-	for _, h := range strings.Split(hosts, ",") {
-		if h == "" {
-			return o, fmt.Errorf("redis: DSN %q: empty host", redact(dsn))
-		}
-		if _, _, err := net.SplitHostPort(h); err != nil {
-			h = net.JoinHostPort(strings.Trim(h, "[]"), "6379")
-		}
-		o.Addrs = append(o.Addrs, h)
-	}
-	if path != "" {
-		db, err := strconv.Atoi(path)
+	for _, h := range d.Hosts {
+		addr, err := dsn.HostPort(h, "6379")
 		if err != nil {
-			return o, fmt.Errorf("redis: DSN database %q: want a number", path)
+			return o, fmt.Errorf("redis: DSN %q: %w", dsn.Redact(s), err)
+		}
+		o.Addrs = append(o.Addrs, addr)
+	}
+	if d.Path != "" {
+		db, err := strconv.Atoi(d.Path)
+		if err != nil {
+			return o, fmt.Errorf("redis: DSN database %q: want a number", d.Path)
 		}
 		o.DB = db
 	}
-	q, err := url.ParseQuery(query)
+	q, err := url.ParseQuery(d.RawQuery)
 	if err != nil {
 		return o, fmt.Errorf("redis: DSN parameters: %w", err)
 	}
 	for name, vals := range q {
-		v := vals[len(vals)-1]
-		var err error
-		switch name {
-		case "allow_non_durable":
-			o.AllowNonDurable, err = strconv.ParseBool(v)
-		case "wait_replicas":
-			o.WaitReplicas, err = strconv.Atoi(v)
-		case "wait_timeout":
-			o.WaitTimeout, err = time.ParseDuration(v)
-		case "prefix":
-			o.Prefix = v
-		case "auto_pipeline":
-			o.AutoPipeline, err = strconv.ParseBool(v)
-		case "pool_size":
-			o.PoolSize, err = strconv.Atoi(v)
-		case "dial_timeout":
-			o.DialTimeout, err = time.ParseDuration(v)
-		case "read_timeout":
-			o.ReadTimeout, err = time.ParseDuration(v)
-		case "write_timeout":
-			o.WriteTimeout, err = time.ParseDuration(v)
-		default:
-			return o, fmt.Errorf("redis: unknown DSN parameter %q", name)
-		}
-		if err != nil {
-			return o, fmt.Errorf("redis: DSN parameter %s: %w", name, err)
+		if err := o.setParam(name, vals[len(vals)-1]); err != nil {
+			return o, err
 		}
 	}
 	return o, o.Validate()
 }
 
-// redact hides a password in a DSN quoted in an error.
-func redact(dsn string) string {
-	scheme, rest, ok := strings.Cut(dsn, "://")
-	if !ok {
-		if strings.Contains(dsn, "@") {
-			return "(DSN hidden: it may hold a password)"
-		}
-		return dsn
+// setParam sets the option a DSN parameter names.
+func (o *Options) setParam(name, v string) error {
+	var err error
+	switch name {
+	case "allow_non_durable":
+		o.AllowNonDurable, err = strconv.ParseBool(v)
+	case "wait_replicas":
+		o.WaitReplicas, err = strconv.Atoi(v)
+	case "wait_timeout":
+		o.WaitTimeout, err = time.ParseDuration(v)
+	case "prefix":
+		o.Prefix = v
+	case "auto_pipeline":
+		o.AutoPipeline, err = strconv.ParseBool(v)
+	case "pool_size":
+		o.PoolSize, err = strconv.Atoi(v)
+	case "dial_timeout":
+		o.DialTimeout, err = time.ParseDuration(v)
+	case "read_timeout":
+		o.ReadTimeout, err = time.ParseDuration(v)
+	case "write_timeout":
+		o.WriteTimeout, err = time.ParseDuration(v)
+	default:
+		return fmt.Errorf("redis: unknown DSN parameter %q", name)
 	}
-	hosts, tail, hasTail := strings.Cut(rest, "/")
-	if at := strings.LastIndex(hosts, "@"); at >= 0 {
-		hosts = "xxxxx" + hosts[at:]
+	if err != nil {
+		return fmt.Errorf("redis: DSN parameter %s: %w", name, err)
 	}
-	if hasTail {
-		hosts += "/" + tail
-	}
-	return scheme + "://" + hosts
+	return nil
 }

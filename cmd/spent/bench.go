@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/spentledger/spent"
 	"github.com/spentledger/spent/pebble"
@@ -42,6 +43,8 @@ type benchConfig struct {
 	mix      string
 }
 
+// benchCommand is "spent bench": claim load against a server or an embedded
+// store, or with --soak a long mixed run against a server (soak.go).
 func (m *Main) benchCommand() *cobra.Command {
 	var bc benchConfig
 	c := &cobra.Command{
@@ -85,25 +88,8 @@ minutes, so that the record count levels off.`,
   spent bench --soak --addr http://127.0.0.1:7070 --namespace soak --duration 3m --interval 10s`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(c *cobra.Command, _ []string) error {
-			switch {
-			case bc.concurrency < 1 || bc.concurrency > 10000:
-				return usagef("--concurrency %d: want 1 to 10000", bc.concurrency)
-			case bc.duration <= 0:
-				return usagef("--duration %s: must be positive", bc.duration)
-			case bc.batch < 1 || bc.batch > spent.MaxBatch:
-				return usagef("--batch %d: want 1 to %d", bc.batch, spent.MaxBatch)
-			case bc.keys < 0:
-				return usagef("--keys %d: must not be negative", bc.keys)
-			case bc.repeat < 0 || bc.repeat > 1:
-				return usagef("--repeat %g: want a ratio from 0 to 1", bc.repeat)
-			case bc.resultSize < 0 || bc.resultSize > spent.DefaultMaxResult:
-				return usagef("--result-size %d: want 0 to %d", bc.resultSize, spent.DefaultMaxResult)
-			case bc.rate < 0:
-				return usagef("--rate %g: must not be negative", bc.rate)
-			case bc.embedded && c.Flags().Changed("addr"):
-				return usagef("--embedded and --addr: give one, not both")
-			case !bc.embedded && c.Flags().Changed("data"):
-				return usagef("--data goes with --embedded")
+			if err := checkBenchFlags(c.Flags(), &bc); err != nil {
+				return err
 			}
 			if bc.soak {
 				mix, err := checkSoakFlags(c.Flags(), &bc)
@@ -122,7 +108,12 @@ minutes, so that the record count levels off.`,
 			return nil
 		},
 	}
-	f := c.Flags()
+	addBenchFlags(c.Flags(), &bc)
+	return c
+}
+
+// addBenchFlags defines the bench command's flags, into bc.
+func addBenchFlags(f *pflag.FlagSet, bc *benchConfig) {
 	addClientFlags(f, &bc.client, "default", "`namespace` to claim in")
 	f.BoolVar(&bc.embedded, "embedded", false, "run a ledger over a pebble store in this process instead of using a server")
 	f.StringVar(&bc.data, "data", "", "with --embedded: data `directory` (default: a temporary one, removed afterwards)")
@@ -136,7 +127,32 @@ minutes, so that the record count levels off.`,
 	f.BoolVar(&bc.soak, "soak", false, "drive a server (--addr) with a mixed load for --duration (default 30m), printing a row of latency and server figures every --interval")
 	f.DurationVar(&bc.interval, "interval", time.Minute, "with --soak: how often to print a row")
 	f.StringVar(&bc.mix, "mix", defaultSoakMix, "with --soak: relative `weights` of the operations: claim (one-step, new key), repeat (one-step, earlier key), and two-step claims that complete, release or abandon")
-	return c
+}
+
+// checkBenchFlags refuses flag values out of range and flags that do not go
+// together; checkSoakFlags checks those of --soak.
+func checkBenchFlags(f *pflag.FlagSet, bc *benchConfig) error {
+	switch {
+	case bc.concurrency < 1 || bc.concurrency > 10000:
+		return usagef("--concurrency %d: want 1 to 10000", bc.concurrency)
+	case bc.duration <= 0:
+		return usagef("--duration %s: must be positive", bc.duration)
+	case bc.batch < 1 || bc.batch > spent.MaxBatch:
+		return usagef("--batch %d: want 1 to %d", bc.batch, spent.MaxBatch)
+	case bc.keys < 0:
+		return usagef("--keys %d: must not be negative", bc.keys)
+	case bc.repeat < 0 || bc.repeat > 1:
+		return usagef("--repeat %g: want a ratio from 0 to 1", bc.repeat)
+	case bc.resultSize < 0 || bc.resultSize > spent.DefaultMaxResult:
+		return usagef("--result-size %d: want 0 to %d", bc.resultSize, spent.DefaultMaxResult)
+	case bc.rate < 0:
+		return usagef("--rate %g: must not be negative", bc.rate)
+	case bc.embedded && f.Changed("addr"):
+		return usagef("--embedded and --addr: give one, not both")
+	case !bc.embedded && f.Changed("data"):
+		return usagef("--data goes with --embedded")
+	}
+	return nil
 }
 
 // benchReport is the outcome of a bench run; --json prints it as is.

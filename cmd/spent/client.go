@@ -115,6 +115,7 @@ func parseExpiresAt(s string, now time.Time) (time.Time, error) {
 	return time.Time{}, usagef("--expires-at %q: want an RFC 3339 time (2030-01-02T15:04:05Z) or a positive duration from now (90m)", s)
 }
 
+// claimCommand is "spent claim": one-step or two-step claims of keys.
 func (m *Main) claimCommand() *cobra.Command {
 	var (
 		cf                 clientFlags
@@ -160,29 +161,9 @@ one batch request.`,
 			m.run = func(ctx context.Context) error {
 				ctx, cancel := context.WithTimeout(ctx, cf.timeout)
 				defer cancel()
-				svc := m.service(&cf)
-				var res []spent.Result
-				if len(claims) == 1 {
-					r, err := svc.Claim(ctx, claims[0])
-					if err != nil {
-						return err
-					}
-					res = []spent.Result{r}
-				} else if res, err = svc.ClaimBatch(ctx, claims); err != nil {
+				res, err := claimAll(ctx, m.service(&cf), claims)
+				if err != nil {
 					return err
-				}
-				for i := range res {
-					// The batch's answer left this result out (over
-					// max_batch_result): read it.
-					if res[i].ResultOmitted {
-						rec, err := svc.Get(ctx, claims[i].Namespace, claims[i].Key)
-						if err != nil {
-							return err
-						}
-						if rec.Seq == res[i].Record.Seq {
-							res[i].Record.Result, res[i].ResultOmitted = rec.Result, false
-						}
-					}
 				}
 				p := m.printer(cf.json)
 				for i, r := range res {
@@ -200,6 +181,38 @@ one batch request.`,
 	f.StringVar(&place, "place", "", "who is claiming: a gate, a node, a relay (`name`)")
 	f.StringVar(&expiresAt, "expires-at", "", "forget the key at this `time` (RFC 3339, or a duration from now) instead of after the namespace's retention")
 	return c
+}
+
+// claimAll sends the claims, one alone or several in one batch, and reads
+// back with Get each result the batch's answer left out (over the server's
+// max_batch_result), so that every result printed is whole.
+func claimAll(ctx context.Context, svc spent.Service, claims []spent.Claim) ([]spent.Result, error) {
+	var res []spent.Result
+	if len(claims) == 1 {
+		r, err := svc.Claim(ctx, claims[0])
+		if err != nil {
+			return nil, err
+		}
+		res = []spent.Result{r}
+	} else {
+		var err error
+		if res, err = svc.ClaimBatch(ctx, claims); err != nil {
+			return nil, err
+		}
+	}
+	for i := range res {
+		if !res[i].ResultOmitted {
+			continue
+		}
+		rec, err := svc.Get(ctx, claims[i].Namespace, claims[i].Key)
+		if err != nil {
+			return nil, err
+		}
+		if rec.Seq == res[i].Record.Seq {
+			res[i].Record.Result, res[i].ResultOmitted = rec.Result, false
+		}
+	}
+	return res, nil
 }
 
 func (m *Main) completeCommand() *cobra.Command {

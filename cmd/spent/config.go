@@ -43,8 +43,8 @@ type serveConfig struct {
 	Data string
 	// Tokens are the bearer tokens; none means auth is off (loopback only).
 	Tokens []sphttp.Token
-	// MaxBody is the largest request body in bytes; 0 keeps the http
-	// package's default.
+	// MaxBody is the largest request body in bytes, by default the http
+	// package's; 0 keeps the http package's default too.
 	MaxBody int64
 	// MaxBodies is the budget of request bodies in flight, in bytes (see
 	// sphttp.LimitBodies); past it requests are answered 503.
@@ -89,6 +89,7 @@ func defaultServeConfig() serveConfig {
 		SweepBatch:      defaultSweepBatch,
 		ShutdownTimeout: defaultShutdownTimeout,
 		FenceInterval:   defaultFenceInterval,
+		MaxBody:         sphttp.DefaultMaxBody,
 		MaxBodies:       sphttp.DefaultMaxBodies,
 		LogLevel:        slog.LevelInfo,
 		LogFormat:       "text",
@@ -110,92 +111,104 @@ func (d *duration) UnmarshalText(b []byte) error {
 	return nil
 }
 
-// fileConfig mirrors the TOML file. Pointer fields tell "absent" from "zero".
+// fileConfig is the TOML file in its own layout, names and types: the keys
+// of docs/configuration.md. parse decodes a file over a fileConfig that holds
+// the defaults (newFileConfig), so that a key the file leaves out keeps its
+// default, and then checks every value and puts it into a serveConfig, a
+// section at a time (applyServer, fileStore.apply, applyNamespaces,
+// resolveTokens).
 type fileConfig struct {
-	Node            *int64                   `toml:"node"`
-	Listen          *string                  `toml:"listen"`
-	Data            *string                  `toml:"data"`
-	MaxBody         *int64                   `toml:"max_body"`
-	MaxResult       *int64                   `toml:"max_result"`
-	MaxBatchResult  *int64                   `toml:"max_batch_result"`
-	MaxBodies       *int64                   `toml:"max_bodies"`
-	SweepInterval   *duration                `toml:"sweep_interval"`
-	SweepBatch      *int64                   `toml:"sweep_batch"`
-	ShutdownTimeout *duration                `toml:"shutdown_timeout"`
-	FenceInterval   *duration                `toml:"fence_interval"`
-	LogLevel        *string                  `toml:"log_level"`
-	LogFormat       *string                  `toml:"log_format"`
-	Namespaces      map[string]fileNamespace `toml:"namespaces"`
-	Tokens          []fileToken              `toml:"tokens"`
-	Store           fileStore                `toml:"store"`
-	Privacypass     *privacypass.Config      `toml:"privacypass"`
-	Ecash           *fileEcash               `toml:"ecash"`
+	Node            int64     `toml:"node"`
+	Listen          string    `toml:"listen"`
+	Data            string    `toml:"data"`
+	MaxBody         int64     `toml:"max_body"`
+	MaxResult       int64     `toml:"max_result"`
+	MaxBatchResult  int64     `toml:"max_batch_result"`
+	MaxBodies       int64     `toml:"max_bodies"`
+	SweepInterval   duration  `toml:"sweep_interval"`
+	SweepBatch      int64     `toml:"sweep_batch"`
+	ShutdownTimeout duration  `toml:"shutdown_timeout"`
+	FenceInterval   duration  `toml:"fence_interval"`
+	LogLevel        string    `toml:"log_level"`
+	LogFormat       string    `toml:"log_format"`
+	Store           fileStore `toml:"store"`
+	// Namespaces are left undecoded by the first pass: a map's entries start
+	// from zero, so decodePolicies decodes each over spent.DefaultPolicy.
+	Namespaces map[string]toml.Primitive `toml:"namespaces"`
+	Tokens     []fileToken               `toml:"tokens"`
+	// Privacypass decodes itself over privacypass.DefaultConfig; it is in
+	// force only when the file has the section.
+	Privacypass privacypass.Config `toml:"privacypass"`
+	// Ecash holds ecash's defaults; it is in force only when the file has
+	// the section.
+	Ecash fileEcash `toml:"ecash"`
 }
 
-// fileEcash mirrors the [ecash] section; see docs/ecash.md.
-type fileEcash struct {
-	IssuerName    *string   `toml:"issuer_name"`
-	Denominations []uint64  `toml:"denominations"`
-	Epoch         *duration `toml:"epoch"`
-	Grace         *duration `toml:"grace"`
-	Skew          *duration `toml:"skew"`
-	Price         *uint64   `toml:"price"`
-	Difficulty    *uint8    `toml:"difficulty"`
-	IssueValue    *uint64   `toml:"issue_value"`
-	ChallengeTTL  *duration `toml:"challenge_ttl"`
-}
-
-// config returns the issuer configuration of the section over ecash's
-// defaults, without its secret.
-func (f *fileEcash) config() ecash.Config {
-	c := ecash.DefaultConfig()
-	if f.IssuerName != nil {
-		c.IssuerName = *f.IssuerName
-	}
-	if f.Denominations != nil {
-		c.Denominations = f.Denominations
-	}
-	for _, d := range []struct {
-		from *duration
-		to   *time.Duration
-	}{{f.Epoch, &c.Epoch}, {f.Grace, &c.Grace}, {f.Skew, &c.Skew}, {f.ChallengeTTL, &c.ChallengeTTL}} {
-		if d.from != nil {
-			*d.to = time.Duration(*d.from)
-		}
-	}
-	if f.Price != nil {
-		c.Price = *f.Price
-	}
-	if f.Difficulty != nil {
-		c.Difficulty = *f.Difficulty
-	}
-	if f.IssueValue != nil {
-		c.IssueValue = *f.IssueValue
-	}
-	return c
-}
-
+// fileStore is the [store] section.
 type fileStore struct {
-	URL             *string `toml:"url"`
-	AllowNonDurable *bool   `toml:"allow_non_durable"`
-	ExpectedRecords *int64  `toml:"expected_records"`
-	CacheSize       *int64  `toml:"cache_size"`
-	MemTableSize    *int64  `toml:"memtable_size"`
+	URL             string `toml:"url"`
+	AllowNonDurable bool   `toml:"allow_non_durable"`
+	ExpectedRecords int64  `toml:"expected_records"`
+	CacheSize       int64  `toml:"cache_size"`
+	MemTableSize    int64  `toml:"memtable_size"`
 }
 
-type fileNamespace struct {
-	Mode          *spent.Mode        `toml:"mode"`
-	Retention     *duration          `toml:"retention"`
-	Lease         *duration          `toml:"lease"`
-	OnLeaseExpiry *spent.LeaseExpiry `toml:"on_lease_expiry"`
-	StoreRawKey   *bool              `toml:"store_raw_key"`
+// filePolicy is a [namespaces.NAME] table.
+type filePolicy struct {
+	Mode          spent.Mode        `toml:"mode"`
+	Retention     duration          `toml:"retention"`
+	Lease         duration          `toml:"lease"`
+	OnLeaseExpiry spent.LeaseExpiry `toml:"on_lease_expiry"`
+	StoreRawKey   bool              `toml:"store_raw_key"`
 }
 
+// fileEcash is the [ecash] section; see docs/ecash.md.
+type fileEcash struct {
+	IssuerName    string   `toml:"issuer_name"`
+	Denominations []uint64 `toml:"denominations"`
+	Epoch         duration `toml:"epoch"`
+	Grace         duration `toml:"grace"`
+	Skew          duration `toml:"skew"`
+	Price         uint64   `toml:"price"`
+	Difficulty    uint8    `toml:"difficulty"`
+	IssueValue    uint64   `toml:"issue_value"`
+	ChallengeTTL  duration `toml:"challenge_ttl"`
+}
+
+// fileToken is one [[tokens]] entry.
 type fileToken struct {
 	Token      string   `toml:"token"`
 	TokenEnv   string   `toml:"token_env"`
 	Namespaces []string `toml:"namespaces"`
 	Scopes     []string `toml:"scopes"`
+}
+
+// newFileConfig returns the file's keys holding the values of cfg, for a file
+// to be decoded over.
+func newFileConfig(cfg serveConfig) fileConfig {
+	e := ecash.DefaultConfig()
+	return fileConfig{
+		Node: int64(cfg.Ledger.Node), Listen: cfg.Listen, Data: cfg.Data,
+		MaxBody: cfg.MaxBody, MaxResult: int64(cfg.Ledger.MaxResult),
+		MaxBatchResult: int64(cfg.Ledger.MaxBatchResult), MaxBodies: cfg.MaxBodies,
+		SweepInterval: duration(cfg.SweepInterval), SweepBatch: int64(cfg.SweepBatch),
+		ShutdownTimeout: duration(cfg.ShutdownTimeout), FenceInterval: duration(cfg.FenceInterval),
+		LogLevel: cfg.LogLevel.String(), LogFormat: cfg.LogFormat,
+		Store: fileStore{
+			URL: cfg.StoreURL, AllowNonDurable: cfg.AllowNonDurable,
+			ExpectedRecords: int64(cfg.Store.ExpectedRecords), CacheSize: cfg.Store.CacheSize,
+			MemTableSize: int64(cfg.Store.MemTableSize),
+		},
+		Ecash: fileEcash{
+			IssuerName: e.IssuerName,
+			// A clone: the decoder writes a list into the slice it finds
+			// when that has room, and this one is ecash's package default.
+			Denominations: slices.Clone(e.Denominations),
+			Epoch:         duration(e.Epoch), Grace: duration(e.Grace), Skew: duration(e.Skew),
+			Price: e.Price, Difficulty: e.Difficulty, IssueValue: e.IssueValue,
+			ChallengeTTL: duration(e.ChallengeTTL),
+		},
+	}
 }
 
 // loadConfig reads the TOML file at path over the defaults. getenv resolves
@@ -212,10 +225,17 @@ func loadConfig(path string, getenv func(string) string) (serveConfig, error) {
 	return cfg, nil
 }
 
-// parse applies the TOML document doc to cfg.
+// parse decodes the TOML document doc over cfg and checks the result. The
+// decoder's metadata tells which sections the file has and which keys
+// nothing decoded: those are unknown, and refused before any value is
+// checked.
 func (cfg *serveConfig) parse(doc string, getenv func(string) string) error {
-	var f fileConfig
+	f := newFileConfig(*cfg)
 	md, err := toml.Decode(doc, &f)
+	if err != nil {
+		return err
+	}
+	policies, err := decodePolicies(&md, f.Namespaces)
 	if err != nil {
 		return err
 	}
@@ -226,157 +246,129 @@ func (cfg *serveConfig) parse(doc string, getenv func(string) string) error {
 		}
 		return fmt.Errorf("unknown key %s (see docs/configuration.md for the keys)", strings.Join(keys, ", "))
 	}
+	if err := f.applyServer(cfg); err != nil {
+		return err
+	}
+	if err := f.Store.apply(cfg); err != nil {
+		return err
+	}
+	if err := f.applyNamespaces(cfg, policies, md); err != nil {
+		return err
+	}
+	if cfg.Tokens, err = resolveTokens(f.Tokens, getenv, cfg.Ledger.Namespaces); err != nil {
+		return err
+	}
+	return cfg.validate()
+}
 
-	if f.Node != nil {
-		if *f.Node < 1 || *f.Node > 1<<32-1 {
-			return fmt.Errorf("node = %d: want 1 to %d", *f.Node, uint32(1<<32-1))
+// decodePolicies decodes each [namespaces.NAME] table over
+// spent.DefaultPolicy, so that a key a table leaves out keeps its default.
+func decodePolicies(md *toml.MetaData, tables map[string]toml.Primitive) (map[string]spent.Policy, error) {
+	policies := make(map[string]spent.Policy, len(tables))
+	for name, table := range tables {
+		d := spent.DefaultPolicy()
+		fp := filePolicy{Mode: d.Mode, Retention: duration(d.Retention), Lease: duration(d.Lease),
+			OnLeaseExpiry: d.OnLeaseExpiry, StoreRawKey: d.StoreRawKey}
+		if err := md.PrimitiveDecode(table, &fp); err != nil {
+			return nil, err
 		}
-		cfg.Ledger.Node = uint32(*f.Node)
+		policies[name] = spent.Policy{Mode: fp.Mode, Retention: time.Duration(fp.Retention),
+			Lease: time.Duration(fp.Lease), OnLeaseExpiry: fp.OnLeaseExpiry, StoreRawKey: fp.StoreRawKey}
 	}
-	if f.Listen != nil {
-		cfg.Listen = *f.Listen
-	}
-	if f.Data != nil {
-		if *f.Data == "" {
-			return errors.New("data = \"\": want a directory")
-		}
-		cfg.Data = *f.Data
-	}
-	if f.MaxBody != nil {
-		if *f.MaxBody <= 0 {
-			return fmt.Errorf("max_body = %d: must be positive", *f.MaxBody)
-		}
-		cfg.MaxBody = *f.MaxBody
-	}
-	if f.MaxResult != nil {
-		if *f.MaxResult <= 0 || *f.MaxResult > 1<<30 {
-			return fmt.Errorf("max_result = %d: want 1 to %d bytes", *f.MaxResult, 1<<30)
-		}
-		cfg.Ledger.MaxResult = int(*f.MaxResult)
-	}
-	if f.MaxBatchResult != nil {
-		if *f.MaxBatchResult <= 0 || *f.MaxBatchResult > 1<<30 {
-			return fmt.Errorf("max_batch_result = %d: want 1 to %d bytes", *f.MaxBatchResult, 1<<30)
-		}
-		cfg.Ledger.MaxBatchResult = int(*f.MaxBatchResult)
-	}
-	if f.MaxBodies != nil {
-		if *f.MaxBodies <= 0 {
-			return fmt.Errorf("max_bodies = %d: must be positive", *f.MaxBodies)
-		}
-		cfg.MaxBodies = *f.MaxBodies
-	}
-	if maxBody := cfg.maxBody(); cfg.MaxBodies < maxBody {
-		return fmt.Errorf("max_bodies = %d: must be at least max_body (%d), or no request with the largest body could be served", cfg.MaxBodies, maxBody)
-	}
-	if f.SweepInterval != nil {
-		if *f.SweepInterval <= 0 {
-			return fmt.Errorf("sweep_interval = %q: must be positive", time.Duration(*f.SweepInterval))
-		}
-		cfg.SweepInterval = time.Duration(*f.SweepInterval)
-	}
-	if f.SweepBatch != nil {
-		if *f.SweepBatch <= 0 || *f.SweepBatch > spent.MaxBatch {
-			return fmt.Errorf("sweep_batch = %d: want 1 to %d", *f.SweepBatch, spent.MaxBatch)
-		}
-		cfg.SweepBatch = int(*f.SweepBatch)
-	}
-	if f.ShutdownTimeout != nil {
-		if *f.ShutdownTimeout <= 0 {
-			return fmt.Errorf("shutdown_timeout = %q: must be positive", time.Duration(*f.ShutdownTimeout))
-		}
-		cfg.ShutdownTimeout = time.Duration(*f.ShutdownTimeout)
-	}
-	if f.FenceInterval != nil {
-		if time.Duration(*f.FenceInterval) < time.Second {
-			return fmt.Errorf("fence_interval = %q: want at least 1s", time.Duration(*f.FenceInterval))
-		}
-		cfg.FenceInterval = time.Duration(*f.FenceInterval)
-	}
-	if f.LogLevel != nil {
-		if err := cfg.LogLevel.UnmarshalText([]byte(*f.LogLevel)); err != nil {
-			return fmt.Errorf("log_level = %q: want debug, info, warn or error", *f.LogLevel)
-		}
-	}
-	if f.LogFormat != nil {
-		if *f.LogFormat != "text" && *f.LogFormat != "json" {
-			return fmt.Errorf("log_format = %q: want text or json", *f.LogFormat)
-		}
-		cfg.LogFormat = *f.LogFormat
-	}
+	return policies, nil
+}
 
-	if v := f.Store.URL; v != nil {
-		if _, err := storeKind(*v); err != nil {
-			return fmt.Errorf("[store] url: %w", err)
-		}
-		cfg.StoreURL = *v
+// applyServer checks the top-level keys and sets them in cfg.
+func (f *fileConfig) applyServer(cfg *serveConfig) error {
+	var level slog.Level
+	levelErr := level.UnmarshalText([]byte(f.LogLevel))
+	switch {
+	case f.Node < 1 || f.Node > 1<<32-1:
+		return fmt.Errorf("node = %d: want 1 to %d", f.Node, uint32(1<<32-1))
+	case f.Data == "":
+		return errors.New(`data = "": want a directory`)
+	case f.MaxBody <= 0:
+		return fmt.Errorf("max_body = %d: must be positive", f.MaxBody)
+	case f.MaxResult <= 0 || f.MaxResult > 1<<30:
+		return fmt.Errorf("max_result = %d: want 1 to %d bytes", f.MaxResult, 1<<30)
+	case f.MaxBatchResult <= 0 || f.MaxBatchResult > 1<<30:
+		return fmt.Errorf("max_batch_result = %d: want 1 to %d bytes", f.MaxBatchResult, 1<<30)
+	case f.MaxBodies <= 0:
+		return fmt.Errorf("max_bodies = %d: must be positive", f.MaxBodies)
+	case f.MaxBodies < f.MaxBody:
+		return fmt.Errorf("max_bodies = %d: must be at least max_body (%d), or no request with the largest body could be served", f.MaxBodies, f.MaxBody)
+	case f.SweepInterval <= 0:
+		return fmt.Errorf("sweep_interval = %q: must be positive", time.Duration(f.SweepInterval))
+	case f.SweepBatch <= 0 || f.SweepBatch > spent.MaxBatch:
+		return fmt.Errorf("sweep_batch = %d: want 1 to %d", f.SweepBatch, spent.MaxBatch)
+	case f.ShutdownTimeout <= 0:
+		return fmt.Errorf("shutdown_timeout = %q: must be positive", time.Duration(f.ShutdownTimeout))
+	case time.Duration(f.FenceInterval) < time.Second:
+		return fmt.Errorf("fence_interval = %q: want at least 1s", time.Duration(f.FenceInterval))
+	case levelErr != nil:
+		return fmt.Errorf("log_level = %q: want debug, info, warn or error", f.LogLevel)
+	case f.LogFormat != "text" && f.LogFormat != "json":
+		return fmt.Errorf("log_format = %q: want text or json", f.LogFormat)
 	}
-	if v := f.Store.AllowNonDurable; v != nil {
-		cfg.AllowNonDurable = *v
+	cfg.Ledger.Node = uint32(f.Node)
+	cfg.Ledger.MaxResult, cfg.Ledger.MaxBatchResult = int(f.MaxResult), int(f.MaxBatchResult)
+	cfg.Listen, cfg.Data = f.Listen, f.Data
+	cfg.MaxBody, cfg.MaxBodies = f.MaxBody, f.MaxBodies
+	cfg.SweepInterval, cfg.SweepBatch = time.Duration(f.SweepInterval), int(f.SweepBatch)
+	cfg.ShutdownTimeout = time.Duration(f.ShutdownTimeout)
+	cfg.FenceInterval = time.Duration(f.FenceInterval)
+	cfg.LogLevel, cfg.LogFormat = level, f.LogFormat
+	return nil
+}
+
+// apply checks the [store] section and sets it in cfg.
+func (s fileStore) apply(cfg *serveConfig) error {
+	if _, err := storeKind(s.URL); err != nil {
+		return fmt.Errorf("[store] url: %w", err)
 	}
-	if v := f.Store.ExpectedRecords; v != nil {
-		if *v < 0 {
-			return fmt.Errorf("[store] expected_records = %d: must not be negative", *v)
-		}
-		cfg.Store.ExpectedRecords = int(*v)
+	if s.ExpectedRecords < 0 {
+		return fmt.Errorf("[store] expected_records = %d: must not be negative", s.ExpectedRecords)
 	}
-	if v := f.Store.CacheSize; v != nil {
-		cfg.Store.CacheSize = *v
+	if s.MemTableSize < 0 {
+		return fmt.Errorf("[store] memtable_size = %d: must not be negative", s.MemTableSize)
 	}
-	if v := f.Store.MemTableSize; v != nil {
-		if *v < 0 {
-			return fmt.Errorf("[store] memtable_size = %d: must not be negative", *v)
-		}
-		cfg.Store.MemTableSize = uint64(*v)
-	}
+	cfg.StoreURL, cfg.AllowNonDurable = s.URL, s.AllowNonDurable
+	cfg.Store.ExpectedRecords = int(s.ExpectedRecords)
+	cfg.Store.CacheSize = s.CacheSize
+	cfg.Store.MemTableSize = uint64(s.MemTableSize)
 	if err := cfg.Store.Validate(); err != nil {
 		return fmt.Errorf("[store]: %w", err)
 	}
+	return nil
+}
 
-	if len(f.Namespaces) > 0 {
-		// A file that names namespaces replaces the built-in "default".
-		cfg.Ledger.Namespaces = make(map[string]spent.Policy, len(f.Namespaces))
-		for name, ns := range f.Namespaces {
-			p := spent.DefaultPolicy()
-			if ns.Mode != nil {
-				p.Mode = *ns.Mode
-			}
-			if ns.Retention != nil {
-				p.Retention = time.Duration(*ns.Retention)
-			}
-			if ns.Lease != nil {
-				p.Lease = time.Duration(*ns.Lease)
-			}
-			if ns.OnLeaseExpiry != nil {
-				p.OnLeaseExpiry = *ns.OnLeaseExpiry
-			}
-			if ns.StoreRawKey != nil {
-				p.StoreRawKey = *ns.StoreRawKey
-			}
-			if err := p.Validate(); err != nil {
-				return fmt.Errorf("[namespaces.%s]: %w", name, err)
-			}
-			cfg.Ledger.Namespaces[name] = p
+// applyNamespaces checks the policies of the file's namespaces and the
+// [privacypass] and [ecash] sections, and sets the ledger's namespaces: the
+// file's, or the built-in "default" when it names none, plus those the token
+// issuers need and the file does not configure.
+func (f *fileConfig) applyNamespaces(cfg *serveConfig, policies map[string]spent.Policy, md toml.MetaData) error {
+	namespaces := maps.Clone(cfg.Ledger.Namespaces)
+	if len(policies) > 0 {
+		namespaces = policies
+	}
+	for _, name := range sortedKeys(policies) {
+		if err := policies[name].Validate(); err != nil {
+			return fmt.Errorf("[namespaces.%s]: %w", name, err)
 		}
 	}
-
-	if f.Privacypass != nil {
-		pc := *f.Privacypass
+	if md.IsDefined("privacypass") {
+		pc := f.Privacypass
 		if err := pc.Validate(); err != nil {
 			return fmt.Errorf("[privacypass]: %w", err)
 		}
-		if _, ok := cfg.Ledger.Namespaces[pc.Namespace]; !ok {
+		if _, ok := namespaces[pc.Namespace]; !ok {
 			// The token namespace is the server's to configure: refuse mode,
 			// hold, and a retention as long as a token can live.
-			if len(f.Namespaces) == 0 {
-				cfg.Ledger.Namespaces = maps.Clone(cfg.Ledger.Namespaces)
-			}
-			cfg.Ledger.Namespaces[pc.Namespace] = privacypass.NamespacePolicy(pc.Epoch, pc.Grace, pc.Skew)
+			namespaces[pc.Namespace] = privacypass.NamespacePolicy(pc.Epoch, pc.Grace, pc.Skew)
 		}
 		cfg.Privacypass = &pc
 	}
-
-	if f.Ecash != nil {
+	if md.IsDefined("ecash") {
 		ec := f.Ecash.config()
 		// Validate wants a secret; the real one is derived at start.
 		probe := ec
@@ -385,29 +377,43 @@ func (cfg *serveConfig) parse(doc string, getenv func(string) string) error {
 			return fmt.Errorf("[ecash]: %w", err)
 		}
 		for name, p := range ecash.NamespacePolicies(ec) {
-			if _, ok := cfg.Ledger.Namespaces[name]; !ok {
-				if len(f.Namespaces) == 0 && cfg.Privacypass == nil {
-					cfg.Ledger.Namespaces = maps.Clone(cfg.Ledger.Namespaces)
-				}
-				cfg.Ledger.Namespaces[name] = p
+			if _, ok := namespaces[name]; !ok {
+				namespaces[name] = p
 			}
 		}
 		cfg.Ecash = &ec
 	}
+	cfg.Ledger.Namespaces = namespaces
+	return nil
+}
 
+// config returns the issuer configuration of the section, without its secret.
+func (f *fileEcash) config() ecash.Config {
+	c := ecash.DefaultConfig()
+	c.IssuerName, c.Denominations = f.IssuerName, f.Denominations
+	c.Epoch, c.Grace, c.Skew = time.Duration(f.Epoch), time.Duration(f.Grace), time.Duration(f.Skew)
+	c.Price, c.Difficulty, c.IssueValue = f.Price, f.Difficulty, f.IssueValue
+	c.ChallengeTTL = time.Duration(f.ChallengeTTL)
+	return c
+}
+
+// resolveTokens resolves the [[tokens]] entries (see fileToken.resolve) and
+// refuses two with the same token.
+func resolveTokens(fts []fileToken, getenv func(string) string, namespaces map[string]spent.Policy) ([]sphttp.Token, error) {
+	var tokens []sphttp.Token
 	seen := map[string]int{}
-	for i, ft := range f.Tokens {
-		t, err := ft.resolve(getenv, cfg.Ledger.Namespaces)
+	for i, ft := range fts {
+		t, err := ft.resolve(getenv, namespaces)
 		if err != nil {
-			return fmt.Errorf("[[tokens]] #%d: %w", i+1, err)
+			return nil, fmt.Errorf("[[tokens]] #%d: %w", i+1, err)
 		}
 		if j, dup := seen[t.Token]; dup {
-			return fmt.Errorf("[[tokens]] #%d: the same token as #%d", i+1, j+1)
+			return nil, fmt.Errorf("[[tokens]] #%d: the same token as #%d", i+1, j+1)
 		}
 		seen[t.Token] = i
-		cfg.Tokens = append(cfg.Tokens, t)
+		tokens = append(tokens, t)
 	}
-	return cfg.validate()
+	return tokens, nil
 }
 
 // resolve turns a file token into an http token, reading token_env through

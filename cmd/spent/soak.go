@@ -265,29 +265,9 @@ func (m *Main) soak(ctx context.Context, bc benchConfig, weights [numSoakOps]int
 	if before.rss <= 0 || before.goroutines <= 0 {
 		return fmt.Errorf("soak: %s has no process_resident_memory_bytes or go_goroutines: the soak reads them from a spent server on Linux", sampler.url)
 	}
-
-	var prefix [6]byte
-	if _, err := crand.Read(prefix[:]); err != nil {
+	run, err := newSoakRun(bc, m.service(&bc.client), weights)
+	if err != nil {
 		return err
-	}
-	run := &soakRun{
-		cfg:      bc,
-		svc:      m.service(&bc.client),
-		prefix:   "soak-" + hex.EncodeToString(prefix[:]) + "-",
-		result:   make([]byte, bc.resultSize),
-		weights:  weights,
-		ops:      map[string]int64{},
-		outcomes: map[string]int64{},
-		errs:     map[string]int64{},
-	}
-	for _, w := range weights {
-		run.total += w
-	}
-	for i := range run.result {
-		run.result[i] = 'a' + byte(i%26)
-	}
-	if bc.rate > 0 {
-		run.every = time.Duration(float64(time.Second) / bc.rate)
 	}
 
 	rows := m.Stdout
@@ -315,10 +295,49 @@ func (m *Main) soak(ctx context.Context, bc benchConfig, weights [numSoakOps]int
 		w := &soakWorker{run: run, rnd: rand.New(rand.NewPCG(uint64(i), uint64(time.Now().UnixNano())))}
 		wg.Go(func() { w.loop(ctx, deadline) })
 	}
+	rep.record(ctx, run, sampler, before, deadline, &wg, rows)
+	rep.tally(run)
+	return m.soakEnd(rep, bc.client.json)
+}
 
+// newSoakRun returns the state the workers of a soak share: a random key
+// prefix of its own, the result bytes, and the pace of --rate.
+func newSoakRun(bc benchConfig, svc spent.Service, weights [numSoakOps]int) (*soakRun, error) {
+	var prefix [6]byte
+	if _, err := crand.Read(prefix[:]); err != nil {
+		return nil, err
+	}
+	run := &soakRun{
+		cfg:      bc,
+		svc:      svc,
+		prefix:   "soak-" + hex.EncodeToString(prefix[:]) + "-",
+		result:   make([]byte, bc.resultSize),
+		weights:  weights,
+		ops:      map[string]int64{},
+		outcomes: map[string]int64{},
+		errs:     map[string]int64{},
+	}
+	for _, w := range weights {
+		run.total += w
+	}
+	for i := range run.result {
+		run.result[i] = 'a' + byte(i%26)
+	}
+	if bc.rate > 0 {
+		run.every = time.Duration(float64(time.Second) / bc.rate)
+	}
+	return run, nil
+}
+
+// record adds a row to rep, and prints it to out, at the end of every
+// interval from run.start until the deadline or until ctx is cancelled. The
+// last row waits for the workers (wg), so that it counts the requests still
+// in flight at the deadline.
+func (rep *soakReport) record(ctx context.Context, run *soakRun, sampler *soakSampler, before soakSample, deadline time.Time, wg *sync.WaitGroup, out io.Writer) {
+	interval := run.cfg.interval
 	last := before
 	for k := 1; ; k++ {
-		at := run.start.Add(time.Duration(k) * bc.interval)
+		at := run.start.Add(time.Duration(k) * interval)
 		end := !at.Before(deadline)
 		if end {
 			at = deadline
@@ -329,8 +348,6 @@ func (m *Main) soak(ctx context.Context, bc benchConfig, weights [numSoakOps]int
 			end = true
 		}
 		if end {
-			// The last row counts the requests still in flight at the
-			// deadline.
 			wg.Wait()
 		}
 		row := soakRow{ElapsedSeconds: time.Since(run.start).Seconds()}
@@ -343,22 +360,32 @@ func (m *Main) soak(ctx context.Context, bc benchConfig, weights [numSoakOps]int
 			}
 			s = soakSample{rss: -1, heap: -1, goroutines: -1, records: -1, removed: -1}
 		}
-		row.ServerP99, row.ServerP99Over = serverP99(last.claimBuckets, s.claimBuckets)
-		row.RSSBytes, row.HeapBytes, row.Goroutines, row.Records = s.rss, s.heap, s.goroutines, s.records
-		row.Expired = -1
-		if s.removed >= 0 && last.removed >= 0 {
-			row.Expired = s.removed - last.removed
-		}
+		row.setServer(last, s)
 		if err == nil {
 			last = s
 		}
 		rep.Rows = append(rep.Rows, row)
-		fmt.Fprintln(rows, row.text())
+		fmt.Fprintln(out, row.text())
 		if end {
-			break
+			return
 		}
 	}
+}
 
+// setServer sets the row's figures read from the server: those of cur, and
+// the claim latency and expired records since last. A figure not read is -1.
+func (r *soakRow) setServer(last, cur soakSample) {
+	r.ServerP99, r.ServerP99Over = serverP99(last.claimBuckets, cur.claimBuckets)
+	r.RSSBytes, r.HeapBytes, r.Goroutines, r.Records = cur.rss, cur.heap, cur.goroutines, cur.records
+	r.Expired = -1
+	if cur.removed >= 0 && last.removed >= 0 {
+		r.Expired = cur.removed - last.removed
+	}
+}
+
+// tally sets the report's counts from the run's: requests by kind, outcomes
+// (every kind present, zero or not) and errors by code.
+func (rep *soakReport) tally(run *soakRun) {
 	rep.Operations, rep.Outcomes = run.ops, run.outcomes
 	for _, k := range soakRequestKinds {
 		rep.Operations[k] += 0 // present, zero or not
@@ -377,8 +404,13 @@ func (m *Main) soak(ctx context.Context, bc benchConfig, weights [numSoakOps]int
 		rep.ErrorsByCode[code] = n
 	}
 	rep.FirstError = run.firstError
+}
 
-	if bc.client.json {
+// soakEnd prints the report on stdout, as text or one JSON object, and
+// returns the soak's failure: failed or wrong answers, failed reads of
+// /metrics.
+func (m *Main) soakEnd(rep *soakReport, asJSON bool) error {
+	if asJSON {
 		b, err := json.Marshal(rep)
 		if err != nil {
 			return err

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/spentledger/spent"
+	"github.com/spentledger/spent/internal/dsn"
 	"github.com/spentledger/spent/pebble"
 )
 
@@ -35,24 +36,24 @@ const storeSchemes = "pebble:///path, redis://host:port, redis-cluster://host:po
 
 // storeKind returns the engine a DSN names, checking its scheme. An empty DSN
 // is the embedded store in the data directory.
-func storeKind(dsn string) (string, error) {
-	if dsn == "" {
+func storeKind(s string) (string, error) {
+	if s == "" {
 		return "pebble", nil
 	}
-	scheme, _, ok := strings.Cut(dsn, "://")
+	scheme, _, ok := strings.Cut(s, "://")
 	if !ok {
-		return "", fmt.Errorf("store %q: want a URL (%s)", redactDSN(dsn), storeSchemes)
+		return "", fmt.Errorf("store %q: want a URL (%s)", dsn.Redact(s), storeSchemes)
 	}
 	switch scheme {
 	case "pebble":
-		if _, err := pebbleDir(dsn, "."); err != nil {
+		if _, err := pebbleDir(s, "."); err != nil {
 			return "", err
 		}
 		return scheme, nil
 	case "redis", "rediss", "redis-cluster", "rediss-cluster", "postgres", "postgresql", "etcd", "etcds":
 		return scheme, nil
 	}
-	return "", fmt.Errorf("store %q: unknown scheme %q (want %s)", redactDSN(dsn), scheme, storeSchemes)
+	return "", fmt.Errorf("store %q: unknown scheme %q (want %s)", dsn.Redact(s), scheme, storeSchemes)
 }
 
 // pebbleDir returns the directory a pebble DSN names, or the default one in
@@ -76,15 +77,6 @@ func pebbleDir(dsn, data string) (string, error) {
 		return "", fmt.Errorf("store %q: the path is empty", dsn)
 	}
 	return filepath.Clean(p), nil
-}
-
-// redactDSN hides a password in a DSN, for messages and logs.
-func redactDSN(dsn string) string {
-	u, err := url.Parse(dsn)
-	if err != nil || u.User == nil {
-		return dsn
-	}
-	return u.Redacted()
 }
 
 // openStore opens the store cfg names. Stores shared by several servers are

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/spentledger/spent/etcd"
+	"github.com/spentledger/spent/internal/dsn"
 	"github.com/spentledger/spent/postgres"
 	"github.com/spentledger/spent/redis"
 )
@@ -15,7 +16,7 @@ import (
 // or a cluster), PostgreSQL or etcd. Each checks at Open that its engine is
 // durable and refuses otherwise, unless cfg.AllowNonDurable.
 func openSharedStore(ctx context.Context, kind string, cfg serveConfig, log *slog.Logger) (*openedStore, error) {
-	where := redactDSN(cfg.StoreURL)
+	where := dsn.Redact(cfg.StoreURL)
 	switch kind {
 	case "redis", "rediss", "redis-cluster", "rediss-cluster":
 		opts, err := redis.ParseURL(cfg.StoreURL)
