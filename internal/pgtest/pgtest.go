@@ -39,7 +39,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/url"
 	"os"
 	"os/exec"
 	"os/user"
@@ -53,6 +52,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/spentledger/spent/internal/dsn"
 )
 
 // EnvDSN names the environment variable that points tests at an existing
@@ -222,14 +223,9 @@ func DSN(tb testing.TB) string {
 	return c.DSN()
 }
 
-// Redact returns dsn with any password replaced by "xxxxx", for logs.
-func Redact(dsn string) string {
-	u, err := url.Parse(dsn)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	return u.Redacted()
-}
+// Redact returns dsn with any password replaced by "xxxxx", for logs (see
+// [dsn.Redact], which it is).
+func Redact(s string) string { return dsn.Redact(s) }
 
 // DSN returns the cluster's URL: user postgres, database postgres, over TCP
 // on the loopback address, without TLS.
