@@ -683,15 +683,7 @@ func (l *Ledger) Unknown(ctx context.Context, namespace string, limit int) ([]Re
 		out = append(out, recs...)
 	}
 	// Each page is oldest lease first; merge them and keep the oldest limit.
-	sort.SliceStable(out, func(i, j int) bool {
-		if !out[i].LeaseUntil.Equal(out[j].LeaseUntil) {
-			return out[i].LeaseUntil.Before(out[j].LeaseUntil)
-		}
-		return out[i].Seq.Less(out[j].Seq)
-	})
-	if len(out) > limit {
-		out = out[:limit]
-	}
+	out = OldestLeaseFirst(out, limit)
 	return out, nil
 }
 

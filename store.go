@@ -2,6 +2,7 @@ package spent
 
 import (
 	"context"
+	"slices"
 	"time"
 )
 
@@ -191,4 +192,24 @@ func FreeAt(r *Record, now time.Time, retake bool) bool {
 		return true
 	}
 	return retake && r.LeaseExpiredAt(now)
+}
+
+// OldestLeaseFirst sorts recs by LeaseUntil, oldest first, ties by seq, and
+// returns the first limit of them (none when limit <= 0): the order and the
+// count [Store.ListPending] answers with. Stores that gather pending records
+// from several places (shards, pages) use it so that they all agree.
+func OldestLeaseFirst(recs []Record, limit int) []Record {
+	slices.SortStableFunc(recs, func(a, b Record) int {
+		if c := a.LeaseUntil.Compare(b.LeaseUntil); c != 0 {
+			return c
+		}
+		switch {
+		case a.Seq.Less(b.Seq):
+			return -1
+		case b.Seq.Less(a.Seq):
+			return 1
+		}
+		return 0
+	})
+	return recs[:min(len(recs), max(limit, 0))]
 }

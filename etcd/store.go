@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -618,15 +617,7 @@ func (s *Store) ListPending(ctx context.Context, namespace string, leaseBefore t
 		}
 		out = append(out, recs...)
 	}
-	sort.SliceStable(out, func(i, j int) bool {
-		if !out[i].LeaseUntil.Equal(out[j].LeaseUntil) {
-			return out[i].LeaseUntil.Before(out[j].LeaseUntil)
-		}
-		return out[i].Seq.Less(out[j].Seq)
-	})
-	if len(out) > limit {
-		out = out[:limit]
-	}
+	out = spent.OldestLeaseFirst(out, limit)
 	return out, nil
 }
 

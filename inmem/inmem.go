@@ -13,7 +13,6 @@ package inmem
 
 import (
 	"context"
-	"sort"
 	"sync"
 	"time"
 
@@ -220,15 +219,7 @@ func (s *Store) ListPending(ctx context.Context, namespace string, leaseBefore t
 			out = append(out, r.Clone())
 		}
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if !out[i].LeaseUntil.Equal(out[j].LeaseUntil) {
-			return out[i].LeaseUntil.Before(out[j].LeaseUntil)
-		}
-		return out[i].Seq.Less(out[j].Seq)
-	})
-	if len(out) > max(limit, 0) {
-		out = out[:max(limit, 0)]
-	}
+	out = spent.OldestLeaseFirst(out, limit)
 	return out, s.after("list_pending")
 }
 

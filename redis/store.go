@@ -603,15 +603,7 @@ func (s *Store) ListPending(ctx context.Context, namespace string, leaseBefore t
 			out = append(out, r)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if !out[i].LeaseUntil.Equal(out[j].LeaseUntil) {
-			return out[i].LeaseUntil.Before(out[j].LeaseUntil)
-		}
-		return out[i].Seq.Less(out[j].Seq)
-	})
-	if len(out) > limit {
-		out = out[:limit]
-	}
+	out = spent.OldestLeaseFirst(out, limit)
 	return out, nil
 }
 
