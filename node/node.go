@@ -93,9 +93,12 @@ func (n *Node) open(ctx context.Context) error {
 		return err
 	}
 
-	if n.opened, err = cfg.OpenStore(ctx); err != nil {
+	opened, err := cfg.OpenStore(ctx)
+	if err != nil {
+		// (opened.Store may hold a typed nil: it is not the node's to close.)
 		return err
 	}
+	n.opened = opened
 	if n.opened.Store == nil {
 		return errors.New("node: OpenStore returned no store and no error")
 	}
