@@ -1,5 +1,9 @@
 // Command spent is the one binary of the spent double-spend ledger: the
-// server, its command-line client and a load generator.
+// server, its command-line client and a load generator. The server's
+// safety (the data directory's lock and secret, the secret check, the
+// rollback fence, the node lease, the sweeper, the orderly close) is
+// package github.com/spentledger/spent/node's; this command only parses
+// flags and configuration and wires the node to the HTTP server.
 //
 // In the common case, run the server on the embedded store with
 //

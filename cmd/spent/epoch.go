@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -17,6 +16,7 @@ import (
 	"github.com/spentledger/spent"
 	"github.com/spentledger/spent/ecash"
 	"github.com/spentledger/spent/internal/crashpoint"
+	"github.com/spentledger/spent/node"
 	"github.com/spentledger/spent/pebble"
 )
 
@@ -103,74 +103,42 @@ damaged directory aside first (docs/operations.md, "A damaged store").`,
 	return c
 }
 
-// retireEpoch does the work of epoch retire. Each step can be cut short (a
-// failure, a crash) and a rerun finishes the work: keys already moved are
-// not there to move, a purge goes on from what is left, the new
-// generation's canary is found with this data directory's proof and
-// adopted, and the old canaries are released by whichever run gets there.
+// retireEpoch does the work of epoch retire, through node.Retire: that
+// locks the data directory, checks the store against the secret, takes the
+// node lease on a shared store and, once the keys are moved aside and the
+// token namespaces emptied (here), starts the fence's new generation. Each
+// step can be cut short (a failure, a crash) and a rerun finishes the work:
+// keys already moved are not there to move, a purge goes on from what is
+// left, and the fence's new canary is adopted.
 func (m *Main) retireEpoch(ctx context.Context, cfg serveConfig) error {
 	log := newLogger(m.Stderr, cfg)
-	lock, err := lockDataDir(cfg.Data, false, "stop the server first")
-	if err != nil {
-		return fmt.Errorf("epoch retire: %w", err)
-	}
-	defer lock.Close()
-	removeStaleFiles(cfg.Data, log)
-	secret, err := readSecret(filepath.Join(cfg.Data, secretFile))
-	if err != nil {
-		return fmt.Errorf("epoch retire needs the data directory of a server: %w", err)
-	}
-	lc := cfg.Ledger
-	f := &fence{path: fenceFilePath(cfg.Data), node: lc.Node, now: lc.Now, log: log, writeFile: m.writeFile}
-	old, upgraded, err := readFenceState(f.path, rand.Reader)
-	switch {
-	case err == nil && upgraded:
-		// The id must not change between a run and its rerun.
-		if err := f.save(old); err != nil {
-			return fmt.Errorf("epoch retire: upgrading the fence: %w; nothing has changed yet: run spent epoch retire again", err)
+	nc := m.nodeConfig(cfg, false, nil, log)
+	open := nc.OpenStore
+	var kind string
+	nc.OpenStore = func(ctx context.Context) (node.Opened, error) {
+		opened, err := open(ctx)
+		kind = opened.Kind
+		if errors.Is(err, pebble.ErrDamaged) && !cfg.Store.AcceptDamage {
+			return opened, fmt.Errorf("%w. If you decided to go on with what survived, run spent epoch retire --yes --accept-damage", err)
 		}
-	case err != nil:
-		if !errors.Is(err, fs.ErrNotExist) {
-			log.Warn("epoch retire: the old fence is unreadable; starting after generation 1", "err", err)
-		}
-		if old, err = newFenceState(rand.Reader, 1, lc.Node); err != nil {
+		return opened, err
+	}
+	gen, err := node.Retire(ctx, nc, func(ctx context.Context, store spent.Store, secret []byte) error {
+		if err := m.retireKeys(cfg); err != nil {
 			return err
 		}
-	}
-
-	opened, err := openStore(ctx, cfg, log)
-	if errors.Is(err, pebble.ErrDamaged) && !cfg.Store.AcceptDamage {
-		return fmt.Errorf("%w. If you decided to go on with what survived, run spent epoch retire --yes --accept-damage", err)
-	}
+		return m.emptyTokenNamespaces(ctx, cfg, store, secret)
+	})
 	if err != nil {
 		return err
 	}
-	if m.WrapStore != nil {
-		opened.store = m.WrapStore(opened.store)
-	}
-	defer opened.store.Close()
-	f.store = opened.store
-	again := func(err error) error {
-		return fmt.Errorf("epoch retire did not finish: %w. Nothing is lost: run spent epoch retire again to finish it", err)
-	}
-	if _, err := checkSecret(ctx, opened.store, secret, lc.Node, lc.Now()); err != nil {
-		if errors.Is(err, errSecretMismatch) {
-			return err
-		}
-		return again(err)
-	}
-	if opened.kind != "pebble" {
-		f.lease = newNodeLease(opened.store, lc.Node, old.idBytes(), leasePlace(cfg.Data), 3*cfg.FenceInterval)
-		first, err := opened.store.ReserveSeq(ctx, lc.Node, 1)
-		if err != nil {
-			return again(fmt.Errorf("node lease: %w", err))
-		}
-		if err := f.lease.acquire(ctx, spent.Seq{Node: lc.Node, Counter: first}, lc.Now()); err != nil {
-			return err
-		}
-		defer f.close(context.Background())
-	}
+	fmt.Fprintf(m.Stdout, "fence: generation %d, canary %d (seq %s) written to the %s store\n", gen.Generation, gen.Canary, gen.Seq, kind)
+	return nil
+}
 
+// retireKeys moves the issuers' keys of the data directory aside, under
+// DATA/retired, so that the next start makes new ones.
+func (m *Main) retireKeys(cfg serveConfig) error {
 	stamp := time.Now().UTC().Format("20060102T150405Z")
 	for _, dir := range []string{privacypassDir, ecashDir} {
 		from := filepath.Join(cfg.Data, dir)
@@ -179,35 +147,14 @@ func (m *Main) retireEpoch(ctx context.Context, cfg serveConfig) error {
 		}
 		to := filepath.Join(cfg.Data, retiredDir, dir+"."+stamp)
 		if err := os.MkdirAll(filepath.Dir(to), 0o700); err != nil {
-			return again(err)
+			return err
 		}
 		if err := os.Rename(from, to); err != nil {
-			return again(fmt.Errorf("moving the keys aside: %w", err))
+			return fmt.Errorf("moving the keys aside: %w", err)
 		}
 		fmt.Fprintf(m.Stdout, "retired keys: %s -> %s\n", from, to)
 		crashpoint.Hit("retire.keys-moved:" + dir)
 	}
-
-	if err := m.emptyTokenNamespaces(ctx, cfg, opened.store, secret); err != nil {
-		return again(err)
-	}
-
-	// The new generation starts from the old one's id: a rerun after a
-	// crash finds its canary with this data directory's proof. The old
-	// generation's canary is released once the new fence is written.
-	f.state = fenceState{Version: fenceVersion, ID: old.ID, Generation: old.Generation + 1, Node: lc.Node, Release: old.Release}
-	if old.Canary > 0 {
-		f.state.Release = append(f.state.Release, canaryRef{Key: old.Key, Seq: old.Seq})
-	}
-	if err := f.advance(ctx); err != nil {
-		return again(err)
-	}
-	if n, err := f.releaseOlderGenerations(ctx); err != nil {
-		log.Warn("epoch retire: releasing the canaries of earlier generations; they stay in the store, harmless", "released", n, "err", err)
-	}
-	fmt.Fprintf(m.Stdout, "fence: generation %d, canary %d (seq %s) written to the %s store\n",
-		f.state.Generation, f.state.Canary, f.state.Seq, opened.kind)
-	log.Info("epoch retired", "generation", f.state.Generation)
 	return nil
 }
 

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/hmac"
-	"crypto/rand"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -11,21 +10,17 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
 
 	"github.com/spentledger/spent"
 	"github.com/spentledger/spent/ecash"
 	sphttp "github.com/spentledger/spent/http"
-	"github.com/spentledger/spent/internal/atomicfile"
+	"github.com/spentledger/spent/node"
 	"github.com/spentledger/spent/privacypass"
 )
 
@@ -118,92 +113,107 @@ func newLogger(w io.Writer, cfg serveConfig) *slog.Logger {
 
 // serve runs the server until ctx is cancelled, then shuts down gracefully:
 // the listener closes, in-flight requests finish (within the shutdown
-// timeout), the sweeper stops, and the store closes last.
+// timeout), and the node closes (package node: the sweeper and the fence
+// stop, a last canary is written, the store closes last).
 func (m *Main) serve(ctx context.Context, cfg serveConfig, newFence bool) error {
 	log := newLogger(m.Stderr, cfg)
-
-	// The lock comes first: nothing in the data directory is touched while
-	// another process uses it.
-	lock, err := lockDataDir(cfg.Data, true, "stop it first, or give this server its own --data")
-	if err != nil {
-		return err
-	}
-	m.onClose(lock.Close)
-	removeStaleFiles(cfg.Data, log)
-
-	kind, err := storeKind(cfg.StoreURL)
-	if err != nil {
-		return err
-	}
-	var embeddedDir string
-	storeHadFiles := false
-	if kind == "pebble" {
-		if embeddedDir, err = pebbleDir(cfg.StoreURL, cfg.Data); err != nil {
-			return err
-		}
-		ents, _ := os.ReadDir(embeddedDir)
-		storeHadFiles = len(ents) > 0
-	}
-	secret, created, err := openSecret(cfg.Data, filepath.Join(cfg.Data, storeDir), rand.Reader, m.writeFile)
-	if err != nil {
-		return err
-	}
-	if created {
-		log.Info("generated a new secret: this data directory starts a new epoch", "path", filepath.Join(cfg.Data, secretFile))
-	}
-	lc := cfg.Ledger
-	lc.Secret = secret
-	fst := &fenceStart{
-		data: cfg.Data, shared: kind != "pebble", storeHadFiles: storeHadFiles, newFence: newFence, secret: secret,
-		node: lc.Node, interval: cfg.FenceInterval, now: lc.Now, rnd: rand.Reader, log: log, writeFile: m.writeFile,
-	}
-	fstate, fenceMissing, err := fst.loadFence()
-	if err != nil {
-		return err
-	}
-
-	opened, err := openStore(ctx, cfg, log)
-	if err != nil {
-		return err
-	}
-	if m.WrapStore != nil {
-		opened.store = m.WrapStore(opened.store)
-	}
-	store := opened.store
-	closeStore := sync.OnceValue(store.Close)
-	m.onClose(closeStore)
-
-	fst.store = store
-	fnc, err := fst.open(ctx, fstate, fenceMissing, opened.kind+" at "+opened.where)
-	if err != nil {
-		if errors.Is(err, errSecretMismatch) {
-			return fmt.Errorf("%w: servers sharing a store must share %s (copy it from a server already running on this store)",
-				err, filepath.Join(cfg.Data, secretFile))
-		}
-		return err
-	}
-	leaseHeld := true
-	defer func() {
-		if leaseHeld {
-			fnc.close(context.Background())
-		}
-	}()
-	ledger, err := spent.NewLedger(ctx, store, lc)
-	if err != nil {
-		return fmt.Errorf("starting ledger: %w", err)
-	}
-
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(
-		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-	)
-	if opened.collector != nil {
-		reg.MustRegister(opened.collector)
+	n, err := node.Open(ctx, m.nodeConfig(cfg, newFence, reg, log))
+	if err != nil {
+		return err
 	}
-	sw := newSweeper(ledger, cfg.SweepInterval, cfg.SweepBatch, log, reg)
+	m.onClose(n.Close)
+	handler, tokens, err := m.handler(ctx, cfg, n, reg, log)
+	if tokens.pp != nil {
+		defer tokens.pp.Close()
+	}
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return err
+	}
+	srv := newHTTPServer(handler, log)
+	addr := ln.Addr().String()
+	fmt.Fprintf(m.Stdout, "spent listening on http://%s\n", addr)
+	st := n.Store()
+	log.Info("spent serving", "addr", addr, "data", cfg.Data, "store", st.Kind, "at", st.Where, "node", cfg.Ledger.Node,
+		"namespaces", strings.Join(n.Ledger().Namespaces(), ","), "tokens", len(cfg.Tokens))
+	if len(cfg.Tokens) == 0 {
+		log.Warn("auth is off: no tokens are configured, so the server is loopback-only", "addr", addr)
+	}
 
-	var stopping atomic.Bool
+	bg, stopBG := context.WithCancel(context.Background())
+	defer stopBG()
+	tokens.run(bg)
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	runErr := shutdown(ctx, cfg, n, srv, serveErr, log)
+	stopBG()
+	if err := n.Close(); err != nil {
+		return errors.Join(runErr, err)
+	}
+	log.Info("stopped")
+	return runErr
+}
+
+// nodeConfig returns the configuration of the node serve runs: cfg's
+// ledger, intervals and store, with m's test hooks.
+func (m *Main) nodeConfig(cfg serveConfig, newFence bool, reg prometheus.Registerer, log *slog.Logger) node.Config {
+	nc := node.DefaultConfig()
+	nc.Dir = cfg.Data
+	nc.Ledger = cfg.Ledger
+	if kind, _ := storeKind(cfg.StoreURL); kind == "pebble" {
+		// (A bad DSN was refused with the flags; openStore says so again.)
+		nc.EmbeddedDir, _ = pebbleDir(cfg.StoreURL, cfg.Data)
+	} else {
+		nc.Shared = true
+	}
+	nc.NewFence = newFence
+	nc.FenceInterval, nc.SweepInterval, nc.SweepBatch = cfg.FenceInterval, cfg.SweepInterval, cfg.SweepBatch
+	nc.Registerer, nc.ProcessMetrics = reg, true
+	nc.InUseHint = "stop it first, or give this server its own --data"
+	nc.Logger = log
+	if cfg.Ledger.Now != nil {
+		nc.Now = cfg.Ledger.Now
+	}
+	nc.WriteFile = m.writeFile
+	nc.OpenStore = func(ctx context.Context) (node.Opened, error) {
+		opened, err := openStore(ctx, cfg, log)
+		if err != nil {
+			return node.Opened{}, err
+		}
+		if m.WrapStore != nil {
+			opened.store = m.WrapStore(opened.store)
+		}
+		return node.Opened{Store: opened.store, Kind: opened.kind, Where: opened.where, Collector: opened.collector}, nil
+	}
+	return nc
+}
+
+// tokenServices are the server's optional token services.
+type tokenServices struct {
+	pp *privacypass.Server
+	ec *ecash.Issuer
+}
+
+// run starts the services' background work, until ctx ends.
+func (t tokenServices) run(ctx context.Context) {
+	if t.pp != nil {
+		go t.pp.Run(ctx)
+	}
+	if t.ec != nil {
+		go t.ec.Run(ctx, time.Minute)
+	}
+}
+
+// handler builds the server's HTTP handler over n's ledger: the API, the
+// token services of cfg, the body budget and, without tokens, the loopback
+// guard. It returns the token services it started even on error, for the
+// caller to close.
+func (m *Main) handler(ctx context.Context, cfg serveConfig, n *node.Node, reg *prometheus.Registry, log *slog.Logger) (http.Handler, tokenServices, error) {
+	var ts tokenServices
 	hc := sphttp.DefaultConfig()
 	hc.Tokens = cfg.Tokens
 	if cfg.MaxBody > 0 {
@@ -212,39 +222,26 @@ func (m *Main) serve(ctx context.Context, cfg serveConfig, newFence bool) error 
 	hc.Registerer = reg
 	hc.Gatherer = reg
 	hc.Logger = log
-	hc.Ready = func(ctx context.Context) error {
-		if stopping.Load() {
-			return errors.New("shutting down")
-		}
-		// A read of a key nobody holds proves the store answers.
-		_, err := store.Get(ctx, spent.Hash{}, ledger.Now())
-		if err != nil && !errors.Is(err, spent.ErrNotFound) {
-			return err
-		}
-		return nil
-	}
-	api, err := sphttp.NewServer(ledger, hc)
+	hc.Ready = n.Ready
+	api, err := sphttp.NewServer(n.Ledger(), hc)
 	if err != nil {
-		return fmt.Errorf("http server: %w", err)
+		return nil, ts, fmt.Errorf("http server: %w", err)
 	}
 	var handler http.Handler = api
-	var pp *privacypass.Server
-	var ec *ecash.Issuer
 	if cfg.Privacypass != nil || cfg.Ecash != nil {
 		mux := http.NewServeMux()
 		mux.Handle("/", api)
 		if cfg.Privacypass != nil {
-			if pp, err = m.startPrivacypass(ctx, cfg, ledger, log); err != nil {
-				return err
+			if ts.pp, err = m.startPrivacypass(ctx, cfg, n.Ledger(), log); err != nil {
+				return nil, ts, err
 			}
-			defer pp.Close()
-			pp.Register(mux)
+			ts.pp.Register(mux)
 		}
 		if cfg.Ecash != nil {
-			if ec, err = m.startEcash(cfg, secret, ledger, log); err != nil {
-				return err
+			if ts.ec, err = m.startEcash(cfg, n.Secret(), n.Ledger(), log); err != nil {
+				return nil, ts, err
 			}
-			ec.Register(mux)
+			ts.ec.Register(mux)
 		}
 		handler = mux
 	}
@@ -253,7 +250,7 @@ func (m *Main) serve(ctx context.Context, cfg serveConfig, newFence bool) error 
 	// only requests addressed to a loopback name are served (see
 	// sphttp.LoopbackOnly).
 	if handler, err = sphttp.LimitBodies(handler, cfg.MaxBodies, cfg.maxBody()); err != nil {
-		return err
+		return nil, ts, err
 	}
 	if len(cfg.Tokens) == 0 {
 		handler = sphttp.LoopbackOnly(handler)
@@ -261,11 +258,12 @@ func (m *Main) serve(ctx context.Context, cfg serveConfig, newFence bool) error 
 	if m.WrapHandler != nil {
 		handler = m.WrapHandler(handler)
 	}
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return err
-	}
-	srv := &http.Server{
+	return handler, ts, nil
+}
+
+// newHTTPServer returns the server's http.Server over handler.
+func newHTTPServer(handler http.Handler, log *slog.Logger) *http.Server {
+	return &http.Server{
 		Handler:           handler,
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       readTimeout,
@@ -277,35 +275,12 @@ func (m *Main) serve(ctx context.Context, cfg serveConfig, newFence bool) error 
 		// them.
 		BaseContext: func(net.Listener) context.Context { return context.Background() },
 	}
+}
 
-	addr := ln.Addr().String()
-	fmt.Fprintf(m.Stdout, "spent listening on http://%s\n", addr)
-	log.Info("spent serving", "addr", addr, "data", cfg.Data, "store", opened.kind, "at", opened.where, "node", lc.Node,
-		"namespaces", strings.Join(ledger.Namespaces(), ","), "tokens", len(cfg.Tokens))
-	if len(cfg.Tokens) == 0 {
-		log.Warn("auth is off: no tokens are configured, so the server is loopback-only", "addr", addr)
-	}
-
-	sweepCtx, stopSweep := context.WithCancel(context.Background())
-	sweepDone := make(chan struct{})
-	go func() {
-		defer close(sweepDone)
-		sw.run(sweepCtx)
-	}()
-	if pp != nil {
-		go pp.Run(sweepCtx)
-	}
-	if ec != nil {
-		go ec.Run(sweepCtx, time.Minute)
-	}
-	fenceDone := make(chan struct{})
-	go func() {
-		defer close(fenceDone)
-		fnc.run(sweepCtx, cfg.FenceInterval)
-	}()
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
-
+// shutdown waits until ctx is cancelled or srv fails on its own, then
+// drains n and shuts srv down, letting in-flight requests finish within
+// the shutdown timeout. It returns srv's failure, if any.
+func shutdown(ctx context.Context, cfg serveConfig, n *node.Node, srv *http.Server, serveErr <-chan error, log *slog.Logger) error {
 	var runErr error
 	select {
 	case <-ctx.Done():
@@ -314,7 +289,7 @@ func (m *Main) serve(ctx context.Context, cfg serveConfig, newFence bool) error 
 		// Serve failed on its own; shut down what it left running.
 		runErr = fmt.Errorf("http server: %w", err)
 	}
-	stopping.Store(true)
+	n.Drain()
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
@@ -324,33 +299,7 @@ func (m *Main) serve(ctx context.Context, cfg serveConfig, newFence bool) error 
 	if runErr == nil {
 		<-serveErr // http.ErrServerClosed, once Shutdown has closed the listener
 	}
-	stopSweep()
-	<-sweepDone
-	<-fenceDone
-	// Every request has finished: a last canary covers all they wrote.
-	if err := fnc.advance(context.Background()); err != nil {
-		log.Warn("fence: last advance before stopping", "err", err)
-	}
-	fnc.close(context.Background())
-	leaseHeld = false
-	if err := closeStore(); err != nil {
-		log.Error("closing store", "err", err)
-		return errors.Join(runErr, fmt.Errorf("closing store: %w", err))
-	}
-	log.Info("stopped")
 	return runErr
-}
-
-// removeStaleFiles removes the temporary files that a write killed in the
-// middle left in the data directory, and logs each.
-func removeStaleFiles(dir string, log *slog.Logger) {
-	removed, err := atomicfile.RemoveStale(dir)
-	for _, p := range removed {
-		log.Info("removed a temporary file left by an interrupted write", "path", p)
-	}
-	if err != nil {
-		log.Warn("removing temporary files left by interrupted writes", "err", err)
-	}
 }
 
 // Where the privacypass section keeps its files in the data directory.

@@ -2,15 +2,11 @@ package main
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -101,71 +97,4 @@ func openStore(ctx context.Context, cfg serveConfig, log *slog.Logger) (*openedS
 		return &openedStore{store: s, kind: kind, where: dir, collector: newStoreCollector(s)}, nil
 	}
 	return openSharedStore(ctx, kind, cfg, log)
-}
-
-// secretCheck is where every server records (a MAC of) its secret in the
-// store, so that a server started with another secret refuses to run: two
-// secrets over one store would hash one key two ways and answer it fresh
-// twice.
-var secretCheckKey = func() spent.Hash {
-	sum := sha256.Sum256([]byte("spent: secret check key v1"))
-	var h spent.Hash
-	copy(h[:], sum[:])
-	return h
-}()
-
-// secretCheckLife is how long the check record lives: for the store's life.
-const secretCheckLife = 100 * 365 * 24 * time.Hour
-
-// errSecretMismatch says that the store was set up with another secret.
-var errSecretMismatch = errors.New("this store was set up with another secret")
-
-// secretMAC is what the secret check record holds: a MAC of the secret,
-// which does not reveal it.
-func secretMAC(secret []byte) []byte {
-	m := hmac.New(sha256.New, secret)
-	m.Write([]byte("spent: secret check v1"))
-	return m.Sum(nil)
-}
-
-// findSecretCheck reports whether the store holds a secret check record,
-// without writing one: a store that holds one holds records. It returns
-// errSecretMismatch when the record was made with another secret.
-func findSecretCheck(ctx context.Context, store spent.Store, secret []byte, now time.Time) (bool, error) {
-	rec, err := store.Get(ctx, secretCheckKey, now)
-	if errors.Is(err, spent.ErrNotFound) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("secret check: %w", err)
-	}
-	if !hmac.Equal(rec.Result, secretMAC(secret)) {
-		return true, errSecretMismatch
-	}
-	return true, nil
-}
-
-// checkSecret records a MAC of secret in the store on first start, and on
-// every later start checks that the secret is the same. It reports whether
-// it created the record (the store held none: it was empty, or set up by a
-// server older than the check). The MAC does not reveal the secret.
-func checkSecret(ctx context.Context, store spent.Store, secret []byte, node uint32, now time.Time) (created bool, err error) {
-	mac := secretMAC(secret)
-	first, err := store.ReserveSeq(ctx, node, 1)
-	if err != nil {
-		return false, fmt.Errorf("secret check: %w", err)
-	}
-	rec := spent.Record{
-		Namespace: "spent.meta", Key: secretCheckKey, FirstSeen: now, Place: "secret-check",
-		State: spent.StateComplete, Result: mac, ExpiresAt: now.Add(secretCheckLife),
-		Seq: spent.Seq{Node: node, Counter: first},
-	}
-	res, err := store.Claim(ctx, spent.ClaimOp{Record: rec, Now: now})
-	if err != nil {
-		return false, fmt.Errorf("secret check: %w", err)
-	}
-	if !hmac.Equal(res.Record.Result, mac) {
-		return false, errSecretMismatch
-	}
-	return res.Inserted, nil
 }

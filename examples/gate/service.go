@@ -18,6 +18,8 @@ import (
 
 	"github.com/spentledger/spent"
 	"github.com/spentledger/spent/idempotency"
+	"github.com/spentledger/spent/internal/atomicfile"
+	"github.com/spentledger/spent/node"
 	"github.com/spentledger/spent/pebble"
 )
 
@@ -42,8 +44,11 @@ type Main struct {
 	EventEnd time.Time
 	// Now is the clock. Tests inject one.
 	Now func() time.Time
+	// NewFence accepts a ledger that holds records beside a data directory
+	// without a rollback fence (see package node).
+	NewFence bool
 
-	store  *pebble.Store
+	node   *node.Node
 	ledger *spent.Ledger
 	mw     *idempotency.Middleware
 	key    []byte // signs the QR payloads
@@ -64,6 +69,7 @@ func (m *Main) ParseFlags(args []string, stderr io.Writer) error {
 	fs.StringVar(&m.Listen, "listen", m.Listen, "address of the service")
 	fs.StringVar(&m.Data, "data", m.Data, "directory of the ledger and the keys")
 	end := fs.String("event-end", "", "end of the event, RFC 3339 (default: 24 hours from start)")
+	fs.BoolVar(&m.NewFence, "new-fence", m.NewFence, "first start of a data directory without a fence beside a ledger that holds records")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -82,28 +88,20 @@ func (m *Main) ParseFlags(args []string, stderr io.Writer) error {
 	return nil
 }
 
-// Open opens the ledger and the keys and starts listening.
+// Open opens the ledger (a node on the embedded store: the data directory's
+// lock and secret, the rollback fence, the sweeper) and the ticket key, and
+// starts listening.
 func (m *Main) Open() error {
 	m.log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	if !m.EventEnd.After(m.Now()) {
 		return fmt.Errorf("the event ended at %s", m.EventEnd.Format(time.RFC3339))
 	}
-	if err := os.MkdirAll(m.Data, 0o700); err != nil {
-		return err
-	}
 	ledgerDir := filepath.Join(m.Data, "ledger")
 	_, statErr := os.Stat(ledgerDir)
-	fresh := errors.Is(statErr, os.ErrNotExist)
-	secret, err := loadKey(filepath.Join(m.Data, "secret"), fresh)
-	if err != nil {
-		return err
-	}
-	if m.key, err = loadKey(filepath.Join(m.Data, "ticket-key"), fresh); err != nil {
-		return err
-	}
-	popts := pebble.DefaultOptions()
-	popts.Logger = m.log
-	if m.store, err = pebble.Open(ledgerDir, popts); err != nil {
+	// The ticket key comes before the node, as a first start that dies
+	// between the two must find no ledger beside a missing key.
+	var err error
+	if m.key, err = loadKey(filepath.Join(m.Data, "ticket-key"), errors.Is(statErr, os.ErrNotExist)); err != nil {
 		return err
 	}
 	opts := idempotency.DefaultOptions()
@@ -111,27 +109,45 @@ func (m *Main) Open() error {
 	opts.Scope = idempotency.FixedScope("box-office")
 	opts.Now = m.Now
 	opts.Logger = m.log
-	cfg := spent.DefaultConfig()
-	cfg.Secret = secret
-	cfg.Now = m.Now
-	cfg.Namespaces = idempotency.Policies(opts, 30*time.Second)
+	namespaces := idempotency.Policies(opts, 30*time.Second)
 	// Scans: refuse every repeat. Each scan carries its ticket's end of
 	// validity as its expiry, so the retention here is only a ceiling.
-	cfg.Namespaces[nsTickets] = spent.Policy{Mode: spent.ModeRefuse, Retention: 366 * 24 * time.Hour, Lease: time.Minute, OnLeaseExpiry: spent.Hold}
-	if m.ledger, err = spent.NewLedger(context.Background(), m.store, cfg); err != nil {
-		m.store.Close()
+	namespaces[nsTickets] = spent.Policy{Mode: spent.ModeRefuse, Retention: 366 * 24 * time.Hour, Lease: time.Minute, OnLeaseExpiry: spent.Hold}
+	if m.node, err = node.Open(context.Background(), m.nodeConfig(ledgerDir, namespaces)); err != nil {
 		return err
 	}
+	m.ledger = m.node.Ledger()
 	if m.mw, err = idempotency.New(m.ledger, opts); err != nil {
-		m.store.Close()
+		m.Close()
 		return err
 	}
 	if m.ln, err = net.Listen("tcp", m.Listen); err != nil {
-		m.store.Close()
+		m.Close()
 		return err
 	}
 	m.srv = &http.Server{Handler: m.Handler(), ReadHeaderTimeout: 5 * time.Second}
 	return nil
+}
+
+// nodeConfig is the configuration of the gate's node: the ledger in
+// ledgerDir, the secret and the fence in DATA, on the gate's clock.
+func (m *Main) nodeConfig(ledgerDir string, namespaces map[string]spent.Policy) node.Config {
+	cfg := node.DefaultConfig()
+	cfg.Dir = m.Data
+	cfg.EmbeddedDir = ledgerDir
+	cfg.Ledger.Namespaces = namespaces
+	cfg.Ledger.Now = m.Now
+	cfg.Now = m.Now
+	cfg.NewFence = m.NewFence
+	cfg.InUseHint = "stop it first, or give this gate its own --data"
+	cfg.Logger = m.log
+	cfg.OpenStore = func(context.Context) (node.Opened, error) {
+		popts := pebble.DefaultOptions()
+		popts.Logger = m.log
+		s, err := pebble.Open(ledgerDir, popts)
+		return node.Opened{Store: s, Kind: "pebble", Where: ledgerDir}, err
+	}
+	return cfg
 }
 
 // Addr is the address the service listens on.
@@ -146,18 +162,20 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	case <-ctx.Done():
 	}
+	m.node.Drain()
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return m.srv.Shutdown(sctx)
 }
 
-// Close releases the listener and the ledger.
+// Close releases the listener and the node (which writes a last canary and
+// closes the store). The node sweeps expired records while it is open.
 func (m *Main) Close() error {
 	if m.ln != nil {
 		m.ln.Close()
 	}
-	if m.store != nil {
-		return m.store.Close()
+	if m.node != nil {
+		return m.node.Close()
 	}
 	return nil
 }
@@ -254,10 +272,10 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Write(b)
 }
 
-// loadKey reads a 32-byte key from path, creating it (mode 0600, synced)
-// when create is set, that is when no ledger exists yet: a new ledger
-// secret beside an existing ledger would forget every scan, and a new
-// ticket key would void every ticket sold.
+// loadKey reads the 32-byte ticket key from path, creating it (mode 0600,
+// written atomically) when create is set, that is when no ledger exists
+// yet: a new ticket key would void every ticket sold. (The ledger's secret
+// is the node's.)
 func loadKey(path string, create bool) ([]byte, error) {
 	b, err := os.ReadFile(path)
 	if err == nil {
@@ -272,28 +290,12 @@ func loadKey(path string, create bool) ([]byte, error) {
 	if !create {
 		return nil, fmt.Errorf("%s is missing beside an existing ledger", path)
 	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, err
+	}
 	b = make([]byte, 32)
 	if _, err := rand.Read(b); err != nil {
 		return nil, err
 	}
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	_, werr := f.Write(b)
-	serr := f.Sync()
-	cerr := f.Close()
-	if err := errors.Join(werr, serr, cerr); err != nil {
-		return nil, err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return nil, err
-	}
-	d, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return nil, err
-	}
-	defer d.Close()
-	return b, d.Sync()
+	return b, atomicfile.WriteFile(path, b, 0o600)
 }

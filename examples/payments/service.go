@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -20,6 +19,7 @@ import (
 	"github.com/spentledger/spent"
 	sphttp "github.com/spentledger/spent/http"
 	"github.com/spentledger/spent/idempotency"
+	"github.com/spentledger/spent/node"
 	"github.com/spentledger/spent/pebble"
 )
 
@@ -44,10 +44,13 @@ type Main struct {
 	Delay time.Duration
 	// Lease is the lease of both idempotency namespaces.
 	Lease time.Duration
+	// NewFence accepts a ledger that holds records beside a data directory
+	// without a rollback fence (see package node).
+	NewFence bool
 	// Stderr receives the log.
 	Stderr io.Writer
 
-	store  *pebble.Store
+	node   *node.Node
 	ledger *spent.Ledger
 	bank   *bank
 	mw     *idempotency.Middleware
@@ -73,6 +76,7 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.Float64Var(&m.FailRate, "fail-rate", m.FailRate, "probability of a simulated failure at each of the three points")
 	fs.DurationVar(&m.Delay, "delay", m.Delay, "hold each first execution this long before the money leaves")
 	fs.DurationVar(&m.Lease, "lease", m.Lease, "lease of the idempotency namespaces")
+	fs.BoolVar(&m.NewFence, "new-fence", m.NewFence, "first start of a data directory without a fence beside a ledger that holds records")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -94,22 +98,11 @@ func (m *Main) ParseFlags(args []string) error {
 	return nil
 }
 
-// Open opens the ledger and the money ledger and starts listening.
+// Open opens the ledger (a node on the embedded store: the data directory's
+// lock and secret, the rollback fence, the sweeper) and the money ledger,
+// and starts listening.
 func (m *Main) Open() error {
 	m.log = slog.New(slog.NewTextHandler(m.Stderr, nil))
-	if err := os.MkdirAll(m.Data, 0o700); err != nil {
-		return err
-	}
-	secret, err := loadSecret(m.Data)
-	if err != nil {
-		return err
-	}
-	popts := pebble.DefaultOptions()
-	popts.Logger = m.log
-	m.store, err = pebble.Open(filepath.Join(m.Data, "ledger"), popts)
-	if err != nil {
-		return err
-	}
 	opts := idempotency.DefaultOptions()
 	opts.Namespace, opts.AppliedNamespace = nsPayments, nsApplied
 	// One client: the demo has no credentials. A real service scopes keys
@@ -117,22 +110,19 @@ func (m *Main) Open() error {
 	opts.Scope = idempotency.FixedScope("demo")
 	opts.Place = "payments"
 	opts.Logger = m.log
-	cfg := spent.DefaultConfig()
-	cfg.Secret = secret
-	cfg.Namespaces = idempotency.Policies(opts, m.Lease)
-	m.ledger, err = spent.NewLedger(context.Background(), m.store, cfg)
-	if err != nil {
-		m.store.Close()
+	var err error
+	if m.node, err = node.Open(context.Background(), m.nodeConfig(idempotency.Policies(opts, m.Lease))); err != nil {
 		return err
 	}
+	m.ledger = m.node.Ledger()
 	m.mw, err = idempotency.New(m.ledger, opts)
 	if err != nil {
-		m.store.Close()
+		m.Close()
 		return err
 	}
 	m.bank, err = openBank(filepath.Join(m.Data, "bank.log"))
 	if err != nil {
-		m.store.Close()
+		m.Close()
 		return err
 	}
 	m.ln, err = net.Listen("tcp", m.Listen)
@@ -142,7 +132,7 @@ func (m *Main) Open() error {
 	}
 	m.srv = &http.Server{Handler: m.Handler(), ReadHeaderTimeout: 5 * time.Second}
 	if m.Admin != "" {
-		api, err := sphttp.NewServer(m.ledger, sphttp.Config{Logger: m.log})
+		api, err := sphttp.NewServer(m.ledger, sphttp.Config{Logger: m.log, Ready: m.node.Ready})
 		if err != nil {
 			m.Close()
 			return err
@@ -155,6 +145,26 @@ func (m *Main) Open() error {
 		m.admin = &http.Server{Handler: api, ReadHeaderTimeout: 5 * time.Second}
 	}
 	return nil
+}
+
+// nodeConfig is the configuration of the service's node: the ledger in
+// DATA/ledger, the secret and the fence in DATA.
+func (m *Main) nodeConfig(namespaces map[string]spent.Policy) node.Config {
+	cfg := node.DefaultConfig()
+	cfg.Dir = m.Data
+	cfg.EmbeddedDir = filepath.Join(m.Data, "ledger")
+	cfg.Ledger.Namespaces = namespaces
+	cfg.NewFence = m.NewFence
+	cfg.SweepInterval = 10 * time.Minute
+	cfg.InUseHint = "stop it first, or give this service its own --data"
+	cfg.Logger = m.log
+	cfg.OpenStore = func(context.Context) (node.Opened, error) {
+		popts := pebble.DefaultOptions()
+		popts.Logger = m.log
+		s, err := pebble.Open(cfg.EmbeddedDir, popts)
+		return node.Opened{Store: s, Kind: "pebble", Where: cfg.EmbeddedDir}, err
+	}
+	return cfg
 }
 
 // Addr is the address the service listens on.
@@ -175,12 +185,12 @@ func (m *Main) Run(ctx context.Context) error {
 	if m.admin != nil {
 		go func() { errc <- m.admin.Serve(m.adln) }()
 	}
-	go m.sweep(ctx)
 	select {
 	case err := <-errc:
 		return err
 	case <-ctx.Done():
 	}
+	m.node.Drain()
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	err := m.srv.Shutdown(sctx)
@@ -190,23 +200,9 @@ func (m *Main) Run(ctx context.Context) error {
 	return err
 }
 
-// sweep forgets expired records now and then.
-func (m *Main) sweep(ctx context.Context) {
-	t := time.NewTicker(10 * time.Minute)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if _, err := m.ledger.Sweep(ctx, 1000); err != nil {
-				m.log.Warn("sweep failed", "err", err)
-			}
-		}
-	}
-}
-
-// Close releases the listeners, the ledger and the money ledger.
+// Close releases the listeners, the money ledger and the node (which
+// writes a last canary and closes the store). The node sweeps expired
+// records while it is open.
 func (m *Main) Close() error {
 	var err error
 	for _, c := range []io.Closer{m.ln, m.adln} {
@@ -217,8 +213,8 @@ func (m *Main) Close() error {
 	if m.bank != nil {
 		err = m.bank.close()
 	}
-	if m.store != nil {
-		if cerr := m.store.Close(); err == nil {
+	if m.node != nil {
+		if cerr := m.node.Close(); err == nil {
 			err = cerr
 		}
 	}
@@ -337,53 +333,4 @@ func (r *recorder) Write(p []byte) (int, error) {
 	}
 	r.body = append(r.body, p...)
 	return len(p), nil
-}
-
-// loadSecret reads the ledger's HMAC secret from dir/secret, creating it on
-// first start. It refuses to create one beside an existing ledger: a new
-// secret forgets every key.
-func loadSecret(dir string) ([]byte, error) {
-	path := filepath.Join(dir, "secret")
-	b, err := os.ReadFile(path)
-	if err == nil {
-		if len(b) != 32 {
-			return nil, fmt.Errorf("%s: %d bytes, want 32", path, len(b))
-		}
-		return b, nil
-	}
-	if !errors.Is(err, os.ErrNotExist) {
-		return nil, err
-	}
-	if _, err := os.Stat(filepath.Join(dir, "ledger")); err == nil {
-		return nil, fmt.Errorf("%s is missing beside an existing ledger: a new secret would forget every payment", path)
-	}
-	b = make([]byte, 32)
-	if _, err := rand.Read(b); err != nil {
-		return nil, err
-	}
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return nil, err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return nil, err
-	}
-	if err := f.Close(); err != nil {
-		return nil, err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return nil, err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return nil, err
-	}
-	defer d.Close()
-	return b, d.Sync()
 }

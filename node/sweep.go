@@ -1,4 +1,4 @@
-package main
+package node
 
 import (
 	"context"
@@ -23,7 +23,9 @@ type sweeper struct {
 	last     prometheus.Gauge
 }
 
-func newSweeper(l *spent.Ledger, interval time.Duration, batch int, log *slog.Logger, reg prometheus.Registerer) *sweeper {
+// newSweeper returns the sweeper of l. Its metrics are s.collectors(), for
+// the caller to register.
+func newSweeper(l *spent.Ledger, interval time.Duration, batch int, log *slog.Logger) *sweeper {
 	s := &sweeper{
 		ledger:   l,
 		interval: interval,
@@ -42,8 +44,12 @@ func newSweeper(l *spent.Ledger, interval time.Duration, batch int, log *slog.Lo
 			Help: "Unix time of the end of the last sweep that succeeded.",
 		}),
 	}
-	reg.MustRegister(s.removed, s.failures, s.last)
 	return s
+}
+
+// collectors returns the sweeper's metrics.
+func (s *sweeper) collectors() []prometheus.Collector {
+	return []prometheus.Collector{s.removed, s.failures, s.last}
 }
 
 // run sweeps until ctx is cancelled.

@@ -1,4 +1,4 @@
-package main
+package node
 
 import (
 	"context"
@@ -45,8 +45,10 @@ import (
 // they are released, so that a crash between the file write and the release
 // leaves no canary behind for ever.
 
+// FenceFile is the name of the data directory's rollback fence.
+const FenceFile = "fence"
+
 const (
-	fenceFile      = "fence"
 	fenceNamespace = spent.ReservedPrefix + "fence"
 	// fenceVersion is the version of the fence file this server writes.
 	// Version 1 (no id, canaries without proof) is read and upgraded.
@@ -58,13 +60,18 @@ const (
 	fenceIDLen = 32
 )
 
-// errStoreWentBack says that the store does not hold the canary the fence
-// names.
-var errStoreWentBack = errors.New("the store went backwards")
+// ErrStoreWentBack is returned, wrapped in a message that names the fence
+// and the way out, when the store does not hold the canary the fence names:
+// it was restored from an earlier copy, or is another store.
+var ErrStoreWentBack = errors.New("the store went backwards")
 
-// errFenceMissing says that the fence file is missing beside a store that
-// holds records.
-var errFenceMissing = errors.New("the rollback fence is missing")
+// ErrFenceMissing is returned, wrapped, when the fence file is missing
+// beside a store that holds records and Config.NewFence is not set.
+var ErrFenceMissing = errors.New("the rollback fence is missing")
+
+// ErrNewFence is returned, wrapped, when Config.NewFence is set beside a
+// fence that already names a canary.
+var ErrNewFence = errors.New("node: NewFence beside an existing fence")
 
 // canaryRef names one canary record in the store.
 type canaryRef struct {
@@ -244,7 +251,7 @@ func (f *fence) check(ctx context.Context) error {
 			"The store was restored from an earlier snapshot, or is another store. Serving from it would accept again "+
 			"everything claimed since the snapshot: spent tokens, paid requests. Point --store at the store this server "+
 			"was using. If the loss is deliberate, read \"Restoring a store\" in docs/operations.md, then run spent epoch retire",
-			errStoreWentBack, f.path, st.Canary, st.Node, st.Seq, st.Generation)
+			ErrStoreWentBack, f.path, st.Canary, st.Node, st.Seq, st.Generation)
 	}
 	if err != nil {
 		return fmt.Errorf("fence: reading the canary: %w", err)
@@ -396,7 +403,7 @@ type fenceStart struct {
 }
 
 // fenceFilePath returns the fence file of the data directory dir.
-func fenceFilePath(dir string) string { return filepath.Join(dir, fenceFile) }
+func fenceFilePath(dir string) string { return filepath.Join(dir, FenceFile) }
 
 // loadFence reads the fence of the data directory before the store is
 // opened: a damaged fence is refused at once, and a version 1 fence is
@@ -414,7 +421,7 @@ func (s *fenceStart) loadFence() (st fenceState, missing bool, err error) {
 		return st, false, err
 	}
 	if s.newFence && st.Canary > 0 {
-		return st, false, usagef("--new-fence: %s exists: remove --new-fence (it is for the first start of a data directory without a fence only)", path)
+		return st, false, &refusal{fmt.Sprintf("--new-fence: %s exists: remove --new-fence (it is for the first start of a data directory without a fence only)", path), ErrNewFence}
 	}
 	if upgraded {
 		f := &fence{path: path, writeFile: s.writeFile}
@@ -433,7 +440,7 @@ func (s *fenceStart) loadFence() (st fenceState, missing bool, err error) {
 // store, the node's lease is taken on a shared store, the store is checked
 // against the fence, and the fence advances. The secret is checked against
 // the store first, and recorded in it once the fence is written: it returns
-// errSecretMismatch when the store was set up with another secret.
+// ErrSecretMismatch when the store was set up with another secret.
 func (s *fenceStart) open(ctx context.Context, st fenceState, missing bool, where string) (*fence, error) {
 	f := &fence{path: fenceFilePath(s.data), store: s.store, node: s.node, now: s.now, log: s.log, writeFile: s.writeFile}
 	recorded, err := findSecretCheck(ctx, s.store, s.secret, s.now())
@@ -448,7 +455,7 @@ func (s *fenceStart) open(ctx context.Context, st fenceState, missing bool, wher
 					"even rolled back, and answer fresh again every key claimed since that snapshot. Restore %s from the backup of "+
 					"the data directory. If this data directory is new on purpose (a new server joining a shared store) or its "+
 					"fence is known to be lost while the store is intact, start once with --new-fence",
-					errFenceMissing, f.path, where, f.path)
+					ErrFenceMissing, f.path, where, f.path)
 			}
 			s.log.Warn("--new-fence: a new fence begins beside a store that holds records; the store is accepted as it is now", "path", f.path, "store", where)
 		}
@@ -470,12 +477,7 @@ func (s *fenceStart) open(ctx context.Context, st fenceState, missing bool, wher
 	}
 	f.state = st
 	if s.shared {
-		f.lease = newNodeLease(s.store, s.node, st.idBytes(), leasePlace(s.data), 3*s.interval)
-		first, err := s.store.ReserveSeq(ctx, s.node, 1)
-		if err != nil {
-			return nil, fmt.Errorf("node lease: %w", err)
-		}
-		if err := f.lease.acquire(ctx, spent.Seq{Node: s.node, Counter: first}, s.now()); err != nil {
+		if err := f.takeLease(ctx, s.data, s.interval); err != nil {
 			return nil, err
 		}
 		crashpoint.Hit("fence.lease-taken")
@@ -489,6 +491,18 @@ func (s *fenceStart) open(ctx context.Context, st fenceState, missing bool, wher
 		return nil, err
 	}
 	return f, nil
+}
+
+// takeLease takes the node's lease on a shared store for the data
+// directory data, under the proof of f's id; the lease lasts three fence
+// intervals and is renewed at each advance.
+func (f *fence) takeLease(ctx context.Context, data string, interval time.Duration) error {
+	f.lease = newNodeLease(f.store, f.node, f.state.idBytes(), leasePlace(data), 3*interval)
+	first, err := f.store.ReserveSeq(ctx, f.node, 1)
+	if err != nil {
+		return fmt.Errorf("node lease: %w", err)
+	}
+	return f.lease.acquire(ctx, spent.Seq{Node: f.node, Counter: first}, f.now())
 }
 
 // leasePlace says who holds a node lease: host, pid and data directory.

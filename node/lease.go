@@ -1,4 +1,4 @@
-package main
+package node
 
 import (
 	"context"
@@ -41,10 +41,12 @@ func nodeLeaseKey(node uint32) spent.Hash {
 	return h
 }
 
-// errNodeInUse says that another data directory holds the lease of a node.
-var errNodeInUse = errors.New("node in use")
+// ErrNodeInUse is returned, wrapped in a message that names the holder,
+// when another data directory holds the lease of the node on a shared
+// store.
+var ErrNodeInUse = errors.New("node in use")
 
-// nodeInUseError is errNodeInUse with the lease found.
+// nodeInUseError is ErrNodeInUse with the lease found.
 type nodeInUseError struct {
 	node  uint32
 	lease spent.Record
@@ -59,7 +61,7 @@ func (e *nodeInUseError) Error() string {
 		e.node, e.lease.Place, e.lease.LeaseUntil.UTC().Format(time.RFC3339), e.lease.LeaseUntil.Sub(e.now).Round(time.Second))
 }
 
-func (e *nodeInUseError) Unwrap() error { return errNodeInUse }
+func (e *nodeInUseError) Unwrap() error { return ErrNodeInUse }
 
 // nodeLease is one server's lease on its node.
 type nodeLease struct {

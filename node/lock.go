@@ -1,4 +1,4 @@
-package main
+package node
 
 import (
 	"errors"
@@ -12,9 +12,23 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// lockFile is the data directory's lock: a process that uses the directory
+// LockFile is the data directory's lock: a process that uses the directory
 // holds an exclusive flock on it, and writes its pid into it.
-const lockFile = "lock"
+const LockFile = "lock"
+
+// ErrDirInUse is returned, wrapped in a message that names the holder, when
+// another process holds the data directory's lock.
+var ErrDirInUse = errors.New("node: data directory in use")
+
+// refusal is an error whose message is written out in full and whose cause
+// is a sentinel of this package, for errors.Is.
+type refusal struct {
+	msg   string
+	cause error
+}
+
+func (e *refusal) Error() string { return e.msg }
+func (e *refusal) Unwrap() error { return e.cause }
 
 // lockDataDir takes the lock of the data directory dir, creating dir when
 // create is set, and returns the open lock file: closing it releases the
@@ -28,7 +42,7 @@ func lockDataDir(dir string, create bool, wayOut string) (*os.File, error) {
 	} else if _, err := os.Stat(dir); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
-	path := filepath.Join(dir, lockFile)
+	path := filepath.Join(dir, LockFile)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("data dir: locking: %w", err)
@@ -42,7 +56,7 @@ func lockDataDir(dir string, create bool, wayOut string) (*os.File, error) {
 					holder = "process " + strconv.Itoa(pid)
 				}
 			}
-			return nil, fmt.Errorf("data directory %s is in use by %s (%s): %s", dir, holder, path, wayOut)
+			return nil, &refusal{fmt.Sprintf("data directory %s is in use by %s (%s): %s", dir, holder, path, wayOut), ErrDirInUse}
 		}
 		return nil, fmt.Errorf("data dir: locking %s: %w", path, err)
 	}
