@@ -63,7 +63,7 @@ func TestMissingFence(t *testing.T) {
 		s.Stop()
 		// Once the fence exists the flag is refused: left in a unit file,
 		// it would let a later loss of the fence go unnoticed.
-		if s, r := TryServe(t, data, nil, nil, "--config", cfg, "--new-fence"); s != nil || !strings.Contains(r.Stderr, "remove --new-fence") {
+		if s, r := TryServe(t, data, nil, nil, "--config", cfg, "--new-fence"); s != nil || r.Code != 2 || !strings.Contains(r.Stderr, "remove --new-fence") {
 			t.Fatalf("serve --new-fence with a fence: exit %d, stderr %q; want a refusal", r.Code, r.Stderr)
 		}
 		s = MustServe(t, data, nil, nil, "--config", cfg)

@@ -119,6 +119,9 @@ func (m *Main) serve(ctx context.Context, cfg serveConfig, newFence bool) error 
 	log := newLogger(m.Stderr, cfg)
 	reg := prometheus.NewRegistry()
 	n, err := node.Open(ctx, m.nodeConfig(cfg, newFence, reg, log))
+	if errors.Is(err, node.ErrNewFence) {
+		return &usageError{err} // --new-fence where it does not belong: exit 2, as any misused flag
+	}
 	if err != nil {
 		return err
 	}

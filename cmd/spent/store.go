@@ -75,8 +75,8 @@ func pebbleDir(dsn, data string) (string, error) {
 	return filepath.Clean(p), nil
 }
 
-// openStore opens the store cfg names. Stores shared by several servers are
-// the caller's to check with checkSecret.
+// openStore opens the store cfg names. The node (package node) checks the
+// store's recorded secret and node number once it is open.
 func openStore(ctx context.Context, cfg serveConfig, log *slog.Logger) (*openedStore, error) {
 	kind, err := storeKind(cfg.StoreURL)
 	if err != nil {
