@@ -135,6 +135,10 @@ func TestMaxSize(t *testing.T) {
 	if err := (strictjson.Rules{MaxSize: len(doc) - 1}).Unmarshal(doc, &v); !errors.Is(err, strictjson.ErrTooLarge) {
 		t.Fatalf("over the limit: got %v, want ErrTooLarge", err)
 	}
+	big := []byte(`{"name":"` + strings.Repeat("a", strictjson.DefaultMaxSize) + `"}`)
+	if err := (strictjson.Rules{MaxSize: -1}).Unmarshal(big, &v); err != nil || len(v.Name) != strictjson.DefaultMaxSize {
+		t.Fatalf("no limit: got %v", err)
+	}
 }
 
 // TestEmbeddedDominance checks the encoding/json rules for names claimed by

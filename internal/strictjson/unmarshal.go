@@ -20,7 +20,9 @@ var ErrTooLarge = errors.New("strictjson: document too large")
 // names, no duplicates, valid UTF-8, nothing after the value) always hold.
 type Rules struct {
 	// MaxSize is the longest document accepted, in bytes; zero means
-	// DefaultMaxSize.
+	// DefaultMaxSize, and a negative size means no limit, for files that
+	// hold only what the process itself wrote and must stay readable
+	// however large they grew.
 	MaxSize int
 	// SkipUnknown ignores members that the target has no field for,
 	// instead of refusing them: for answers of a peer that may add
@@ -43,7 +45,7 @@ func (r Rules) Unmarshal(data []byte, v any) error {
 	if max == 0 {
 		max = DefaultMaxSize
 	}
-	if len(data) > max {
+	if max > 0 && len(data) > max {
 		return fmt.Errorf("%w: %d bytes, over the limit of %d", ErrTooLarge, len(data), max)
 	}
 	rv := reflect.ValueOf(v)
