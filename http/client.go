@@ -41,7 +41,7 @@ type Client struct {
 	hc   *http.Client
 	auth []string
 	urls [routeUnknown + 1]string
-	bufs sync.Pool // *[]byte, for reading answers
+	bufs sync.Pool // *answerBuf, for reading answers
 }
 
 var _ spent.Service = (*Client)(nil)
@@ -70,7 +70,7 @@ func NewClient(baseURL string, cfg ClientConfig) *Client {
 	for r := range c.urls {
 		c.urls[r] = base + routes[r]
 	}
-	c.bufs.New = func() any { b := make([]byte, 0, 1024); return &b }
+	c.bufs.New = func() any { return &answerBuf{b: make([]byte, 0, 1024)} }
 	return c
 }
 
@@ -99,29 +99,36 @@ func (c *Client) do(ctx context.Context, rt route, body []byte, decode func(d *s
 		return unavailable("request to "+routes[rt]+" failed", err)
 	}
 	defer resp.Body.Close()
-	bp := c.bufs.Get().(*[]byte)
+	ab := c.bufs.Get().(*answerBuf)
 	defer func() {
-		if cap(*bp) <= maxPooled {
-			c.bufs.Put(bp)
+		if cap(ab.b) <= maxPooled {
+			c.bufs.Put(ab)
 		}
 	}()
-	buf, err := readAll(resp.Body, resp.ContentLength, (*bp)[:0])
-	*bp = buf[:0]
+	buf, err := readAll(resp.Body, resp.ContentLength, ab.b[:0])
+	ab.b = buf[:0]
 	if err != nil {
 		return unavailable("reading answer from "+routes[rt], err)
 	}
-	var d strictjson.Decoder
+	d := &ab.d
 	d.Reset(buf)
 	if resp.StatusCode != http.StatusOK {
-		return answerError(resp, &d)
+		return answerError(resp, d)
 	}
-	if err := decode(&d); err != nil {
+	if err := decode(d); err != nil {
 		return badAnswer(rt, err)
 	}
 	if err := d.End(); err != nil {
 		return badAnswer(rt, err)
 	}
 	return nil
+}
+
+// answerBuf holds the buffer an answer is read into and the decoder that
+// reads it, reused across requests so that neither allocates.
+type answerBuf struct {
+	b []byte
+	d strictjson.Decoder
 }
 
 func readAll(r io.Reader, n int64, buf []byte) ([]byte, error) {

@@ -360,21 +360,14 @@ func TestClientReadsStrictly(t *testing.T) {
 		}
 	})
 	t.Run("Problem", func(t *testing.T) {
-		for name, body := range map[string]string{
-			"CaseDiffers": `{"Code":"quota_exceeded","status":429}`,
-			"Duplicate":   `{"code":"quota_exceeded","code":"internal","status":429}`,
-			"Trailing":    `{"code":"quota_exceeded","status":429}{}`,
-		} {
-			t.Run(name, func(t *testing.T) {
-				_, err := c.Directory(context.Background(), serve(t, 429, "application/problem+json", body))
-				var p *privacypass.Problem
-				if err == nil || errors.As(err, &p) {
-					t.Fatalf("got %v, want an error that is not a *Problem", err)
-				}
-			})
-		}
-		_, err := c.Directory(context.Background(), serve(t, 429, "application/problem+json", `{"code":"quota_exceeded","status":429}`))
+		// The rules' cases are in internal/problem; here, that the
+		// client reads problems through it.
 		var p *privacypass.Problem
+		_, err := c.Directory(context.Background(), serve(t, 429, "application/problem+json", `{"Code":"quota_exceeded","status":429}`))
+		if err == nil || errors.As(err, &p) {
+			t.Fatalf("a code whose name differs in case: got %v, want an error that is not a *Problem", err)
+		}
+		_, err = c.Directory(context.Background(), serve(t, 429, "application/problem+json", `{"code":"quota_exceeded","status":429}`))
 		if !errors.As(err, &p) || p.Code != privacypass.CodeQuota || p.Status != 429 {
 			t.Fatalf("a well-formed problem: got %v, want a *Problem with %s", err, privacypass.CodeQuota)
 		}

@@ -19,8 +19,9 @@
 //
 // A document is refused, rather than repaired, when:
 //
-//   - a member name differs from the field's name, in case included
-//     (encoding/json alone matches names case-insensitively);
+//   - a member's name differs only in case from a field's name
+//     (encoding/json alone would match it), even where unknown members
+//     are skipped;
 //   - an object has the same member twice;
 //   - a string holds invalid UTF-8 or a \u escape of a lone surrogate;
 //   - a member is unknown, unless Rules.SkipUnknown is set;
@@ -39,4 +40,10 @@
 //   - Unmarshal follows encoding/json's field names (tags, embedded structs,
 //     "-"), except that invalid tag names are not recognised as such.
 //   - null is accepted for every member and means the member is absent.
+//   - A reader built on Decoder matches names exactly by construction: a
+//     name that differs in case is unknown to it, refused by Members and
+//     skipped where the reader skips unknown members. Unmarshal refuses it
+//     always, because encoding/json would match it.
+//   - Size limits of Decoder readers are the caller's (the HTTP server's
+//     MaxBody, the client's read limit).
 package strictjson
