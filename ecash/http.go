@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/spentledger/spent"
+	"github.com/spentledger/spent/internal/problem"
+	"github.com/spentledger/spent/internal/strictjson"
 	"github.com/spentledger/spent/privacypass"
 )
 
@@ -120,13 +122,7 @@ func writeError(w http.ResponseWriter, err error) {
 	if !errors.As(err, &e) {
 		e = errorf(CodeInternal, err, "unexpected error")
 	}
-	b, _ := json.Marshal(e)
-	h := w.Header()
-	h.Set("Content-Type", "application/problem+json")
-	h.Set("Cache-Control", "no-store")
-	h.Set("Content-Length", strconv.Itoa(len(b)+1))
-	w.WriteHeader(e.Status)
-	w.Write(append(b, '\n'))
+	problem.Write(w, e.Status, problem.Append(nil, ProblemType, e.Code, e.Title, e.Status, e.Detail))
 }
 
 func (is *Issuer) serveKeys(w http.ResponseWriter, r *http.Request) {
@@ -178,6 +174,13 @@ type Client struct {
 	HTTPClient *http.Client
 }
 
+// answerRules read the issuer's answers: members a newer issuer adds are
+// skipped; the size is bounded by what do reads.
+var answerRules = strictjson.Rules{SkipUnknown: true, MaxSize: maxAnswer}
+
+// maxAnswer bounds the answers the client reads: 4 MiB.
+const maxAnswer = 1 << 22
+
 func (c *Client) do(ctx context.Context, method, path string, body []byte, v any) error {
 	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(c.URL, "/")+path, bytes.NewReader(body))
 	if err != nil {
@@ -195,19 +198,17 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, v any
 		return fmt.Errorf("ecash: %s %s: %w", method, path, err)
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<22))
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
 	if err != nil {
 		return fmt.Errorf("ecash: %s %s: reading the answer: %w", method, path, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		var e Error
-		if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/problem+json") && json.Unmarshal(b, &e) == nil && e.Code != "" {
-			e.Status = resp.StatusCode
-			return &e
+		if p, ok := problem.Read(resp.Header, b); ok {
+			return &Error{Code: p.Code, Status: resp.StatusCode, Title: p.Title, Type: p.Type, Detail: p.Detail}
 		}
 		return fmt.Errorf("ecash: %s %s: HTTP %d", method, path, resp.StatusCode)
 	}
-	if err := json.Unmarshal(b, v); err != nil {
+	if err := answerRules.Unmarshal(b, v); err != nil {
 		return fmt.Errorf("ecash: %s %s: %w", method, path, err)
 	}
 	return nil

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math/big"
 	"os"
 	"path/filepath"
@@ -20,6 +21,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/spentledger/spent/internal/atomicfile"
+	"github.com/spentledger/spent/internal/strictjson"
 	"github.com/spentledger/spent/privacypass"
 	"github.com/spentledger/spent/privacypass/blindsign"
 )
@@ -308,7 +311,7 @@ func (ks *Keys) load(s keySlot) (*Key, error) {
 		return nil, err
 	}
 	var f keyFile
-	if err := json.Unmarshal(b, &f); err != nil {
+	if err := strictjson.Unmarshal(b, &f); err != nil {
 		return nil, fmt.Errorf("ecash: key file %s: %w", ks.path(s), err)
 	}
 	der, err := ks.aead.Open(nil, f.Nonce, f.Sealed, f.aad())
@@ -352,44 +355,15 @@ func (ks *Keys) create(s keySlot) (*Key, error) {
 	if err != nil {
 		return nil, err
 	}
-	tmp, err := os.CreateTemp(ks.cfg.Dir, ".tmp-key-*")
-	if err != nil {
-		return nil, fmt.Errorf("ecash: key file: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err = tmp.Write(b); err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return nil, fmt.Errorf("ecash: key file: %w", err)
-	}
-	if err := os.Link(tmp.Name(), ks.path(s)); err != nil {
-		if errors.Is(err, os.ErrExist) {
+	if err := atomicfile.WriteNew(ks.path(s), b, 0o600); err != nil {
+		if errors.Is(err, fs.ErrExist) {
 			return ks.load(s)
 		}
 		return nil, fmt.Errorf("ecash: key file: %w", err)
-	}
-	if err := syncDir(ks.cfg.Dir); err != nil {
-		return nil, err
 	}
 	k, err := newSecretKey(sk, s.denom, time.Unix(0, f.NotBefore).UTC(), ks.cfg.Epoch, ks.cfg.Grace)
 	if err != nil {
 		return nil, err
 	}
 	return ks.publish(s, k), nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("ecash: sync %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("ecash: sync %s: %w", dir, err)
-	}
-	return nil
 }

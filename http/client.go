@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/spentledger/spent"
+	"github.com/spentledger/spent/internal/problem"
+	"github.com/spentledger/spent/internal/strictjson"
 )
 
 // ClientConfig configures a Client.
@@ -39,7 +41,7 @@ type Client struct {
 	hc   *http.Client
 	auth []string
 	urls [routeUnknown + 1]string
-	bufs sync.Pool // *[]byte, for reading answers
+	bufs sync.Pool // *answerBuf, for reading answers
 }
 
 var _ spent.Service = (*Client)(nil)
@@ -68,7 +70,7 @@ func NewClient(baseURL string, cfg ClientConfig) *Client {
 	for r := range c.urls {
 		c.urls[r] = base + routes[r]
 	}
-	c.bufs.New = func() any { b := make([]byte, 0, 1024); return &b }
+	c.bufs.New = func() any { return &answerBuf{b: make([]byte, 0, 1024)} }
 	return c
 }
 
@@ -83,7 +85,7 @@ func badAnswer(rt route, err error) error {
 
 // do posts body to the route and hands a 200 answer to decode; any other
 // status becomes the *spent.Error the problem document describes.
-func (c *Client) do(ctx context.Context, rt route, body []byte, decode func(d *decoder) error) error {
+func (c *Client) do(ctx context.Context, rt route, body []byte, decode func(d *strictjson.Decoder) error) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.urls[rt], bytes.NewReader(body))
 	if err != nil {
 		return spent.Errorf(spent.EInvalid, "building request: %s", err.Error())
@@ -97,29 +99,36 @@ func (c *Client) do(ctx context.Context, rt route, body []byte, decode func(d *d
 		return unavailable("request to "+routes[rt]+" failed", err)
 	}
 	defer resp.Body.Close()
-	bp := c.bufs.Get().(*[]byte)
+	ab := c.bufs.Get().(*answerBuf)
 	defer func() {
-		if cap(*bp) <= maxPooled {
-			c.bufs.Put(bp)
+		if cap(ab.b) <= maxPooled {
+			c.bufs.Put(ab)
 		}
 	}()
-	buf, err := readAll(resp.Body, resp.ContentLength, (*bp)[:0])
-	*bp = buf[:0]
+	buf, err := readAll(resp.Body, resp.ContentLength, ab.b[:0])
+	ab.b = buf[:0]
 	if err != nil {
 		return unavailable("reading answer from "+routes[rt], err)
 	}
-	var d decoder
-	d.reset(buf)
+	d := &ab.d
+	d.Reset(buf)
 	if resp.StatusCode != http.StatusOK {
-		return answerError(resp, &d)
+		return answerError(resp, d)
 	}
-	if err := decode(&d); err != nil {
+	if err := decode(d); err != nil {
 		return badAnswer(rt, err)
 	}
-	if err := d.end(); err != nil {
+	if err := d.End(); err != nil {
 		return badAnswer(rt, err)
 	}
 	return nil
+}
+
+// answerBuf holds the buffer an answer is read into and the decoder that
+// reads it, reused across requests so that neither allocates.
+type answerBuf struct {
+	b []byte
+	d strictjson.Decoder
 }
 
 func readAll(r io.Reader, n int64, buf []byte) ([]byte, error) {
@@ -143,17 +152,17 @@ func readAll(r io.Reader, n int64, buf []byte) ([]byte, error) {
 
 // answerError turns a non-200 answer into a *spent.Error, taking the code
 // from the problem document when there is one and from the status otherwise.
-func answerError(resp *http.Response, d *decoder) error {
-	var p problem
-	if err := decodeProblem(d, &p); err == nil && p.code != "" {
-		if _, known := codes[p.code]; known {
-			return &spent.Error{Code: p.code, Message: p.detail}
+func answerError(resp *http.Response, d *strictjson.Decoder) error {
+	var p problem.Doc
+	if err := p.Decode(d); err == nil && d.End() == nil && p.Code != "" {
+		if _, known := codes[p.Code]; known {
+			return &spent.Error{Code: p.Code, Message: p.Detail}
 		}
 	}
 	code := codeOfStatus(resp.StatusCode)
 	msg := "HTTP " + strconv.Itoa(resp.StatusCode)
-	if p.detail != "" {
-		msg += ": " + p.detail
+	if p.Detail != "" {
+		msg += ": " + p.Detail
 	}
 	return &spent.Error{Code: code, Message: msg}
 }
@@ -166,7 +175,7 @@ func (c *Client) Claim(ctx context.Context, cl spent.Claim) (spent.Result, error
 		return spent.Result{}, err
 	}
 	var res spent.Result
-	err = c.do(ctx, routeClaim, body, func(d *decoder) error {
+	err = c.do(ctx, routeClaim, body, func(d *strictjson.Decoder) error {
 		return decodeClaimResult(d, &res, &cl)
 	})
 	if err != nil {
@@ -178,7 +187,7 @@ func (c *Client) Claim(ctx context.Context, cl spent.Claim) (spent.Result, error
 
 // claimSize is about the size of a claim's JSON, to allocate it once.
 func claimSize(c *spent.Claim) int {
-	return 128 + len(c.Namespace) + len(c.Key) + len(c.Place) + 2*len(c.Fingerprint) + b64.EncodedLen(len(c.Result))
+	return 128 + len(c.Namespace) + len(c.Key) + len(c.Place) + 2*len(c.Fingerprint) + strictjson.B64.EncodedLen(len(c.Result))
 }
 
 // fillFresh puts back the result bytes a fresh one-step claim stored.
@@ -213,12 +222,12 @@ func (c *Client) ClaimBatch(ctx context.Context, cs []spent.Claim) ([]spent.Resu
 	}
 	body = append(body, "]}"...)
 	out := make([]spent.Result, 0, len(cs))
-	err := c.do(ctx, routeClaims, body, func(d *decoder) error {
-		return d.object(func(name []byte) error {
+	err := c.do(ctx, routeClaims, body, func(d *strictjson.Decoder) error {
+		return d.Object(func(name []byte) error {
 			if string(name) != "results" {
-				return d.skip(1)
+				return d.Skip(1)
 			}
-			return d.array(func(i int) error {
+			return d.Array(func(i int) error {
 				if i >= len(cs) {
 					return errors.New("more results than claims")
 				}
@@ -242,15 +251,15 @@ func (c *Client) ClaimBatch(ctx context.Context, cs []spent.Claim) ([]spent.Resu
 // Complete implements spent.Service. Force needs a token with the admin
 // scope.
 func (c *Client) Complete(ctx context.Context, cp spent.Completion) (spent.Record, error) {
-	body, err := appendTarget(make([]byte, 0, 160+len(cp.Key)+b64.EncodedLen(len(cp.Result))), cp.Namespace, cp.Key, cp.Hash, cp.Seq, cp.Force)
+	body, err := appendTarget(make([]byte, 0, 160+len(cp.Key)+strictjson.B64.EncodedLen(len(cp.Result))), cp.Namespace, cp.Key, cp.Hash, cp.Seq, cp.Force)
 	if err != nil {
 		return spent.Record{}, err
 	}
 	body = append(body, `,"result":"`...)
-	body = b64.AppendEncode(body, cp.Result)
+	body = strictjson.B64.AppendEncode(body, cp.Result)
 	body = append(body, `"}`...)
 	var rec spent.Record
-	err = c.do(ctx, routeComplete, body, func(d *decoder) error { return decodeRecord(d, &rec) })
+	err = c.do(ctx, routeComplete, body, func(d *strictjson.Decoder) error { return decodeRecord(d, &rec) })
 	if err != nil {
 		return spent.Record{}, err
 	}
@@ -265,7 +274,7 @@ func (c *Client) Release(ctx context.Context, rl spent.Release) error {
 		return err
 	}
 	body = append(body, '}')
-	return c.do(ctx, routeRelease, body, func(d *decoder) error { return d.skip(0) })
+	return c.do(ctx, routeRelease, body, func(d *strictjson.Decoder) error { return d.Skip(0) })
 }
 
 // Get implements spent.Service.
@@ -277,12 +286,12 @@ func (c *Client) Get(ctx context.Context, namespace, key string) (spent.Record, 
 		return spent.Record{}, err
 	}
 	body := append(make([]byte, 0, 64+len(key)), `{"namespace":`...)
-	body = appendString(body, namespace)
+	body = strictjson.AppendString(body, namespace)
 	body = append(body, `,"key":`...)
-	body = appendString(body, key)
+	body = strictjson.AppendString(body, key)
 	body = append(body, '}')
 	var rec spent.Record
-	err := c.do(ctx, routeGet, body, func(d *decoder) error { return decodeRecord(d, &rec) })
+	err := c.do(ctx, routeGet, body, func(d *strictjson.Decoder) error { return decodeRecord(d, &rec) })
 	if err != nil {
 		return spent.Record{}, err
 	}
@@ -300,17 +309,17 @@ func (c *Client) Unknown(ctx context.Context, namespace string, limit int) ([]sp
 		limit = 0
 	}
 	body := append(make([]byte, 0, 64), `{"namespace":`...)
-	body = appendString(body, namespace)
+	body = strictjson.AppendString(body, namespace)
 	body = append(body, `,"limit":`...)
 	body = strconv.AppendInt(body, int64(limit), 10)
 	body = append(body, '}')
 	var recs []spent.Record
-	err := c.do(ctx, routeUnknown, body, func(d *decoder) error {
-		return d.object(func(name []byte) error {
+	err := c.do(ctx, routeUnknown, body, func(d *strictjson.Decoder) error {
+		return d.Object(func(name []byte) error {
 			if string(name) != "records" {
-				return d.skip(1)
+				return d.Skip(1)
 			}
-			return d.array(func(int) error {
+			return d.Array(func(int) error {
 				recs = append(recs, spent.Record{})
 				return decodeRecord(d, &recs[len(recs)-1])
 			})

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/spentledger/spent"
+	"github.com/spentledger/spent/internal/problem"
 )
 
 // DefaultMaxBodies is the default budget of request bodies in flight:
@@ -79,13 +80,7 @@ var (
 
 // writeProblem writes a problem document outside a Server's exchange.
 func writeProblem(w http.ResponseWriter, code string, status int, detail string) {
-	body := appendProblem(nil, code, status, detail)
-	h := w.Header()
-	h["Content-Type"] = hdrProblem
-	h["Cache-Control"] = hdrNoStore
-	h["Content-Length"] = []string{strconv.Itoa(len(body))}
-	w.WriteHeader(status)
-	w.Write(body)
+	problem.Write(w, status, problem.Append(nil, ProblemType, code, titleOf(code), status, detail))
 }
 
 // LoopbackOnly returns h behind a check of the Host header: a request whose

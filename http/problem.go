@@ -2,7 +2,6 @@ package http
 
 import (
 	"net/http"
-	"strconv"
 
 	"github.com/spentledger/spent"
 )
@@ -62,48 +61,10 @@ func codeOfStatus(status int) string {
 	return spent.EInvalid
 }
 
-// appendProblem appends an RFC 9457 problem document.
-func appendProblem(b []byte, code string, status int, detail string) []byte {
-	title := "Error"
+// titleOf returns the title of code's problem documents.
+func titleOf(code string) string {
 	if c, ok := codes[code]; ok {
-		title = c.title
+		return c.title
 	}
-	b = append(b, `{"type":`...)
-	b = appendString(b, ProblemType+code)
-	b = append(b, `,"title":`...)
-	b = appendString(b, title)
-	b = append(b, `,"status":`...)
-	b = strconv.AppendInt(b, int64(status), 10)
-	b = append(b, `,"detail":`...)
-	b = appendString(b, detail)
-	b = append(b, `,"code":`...)
-	b = appendString(b, code)
-	return append(b, "}\n"...)
-}
-
-// problem is a decoded problem document.
-type problem struct {
-	typ, title, detail, code string
-	status                   int64
-}
-
-func decodeProblem(d *decoder, p *problem) error {
-	return d.object(func(name []byte) error {
-		var err error
-		switch string(name) {
-		case "type":
-			p.typ, err = d.str()
-		case "title":
-			p.title, err = d.str()
-		case "detail":
-			p.detail, err = d.str()
-		case "code":
-			p.code, err = d.str()
-		case "status":
-			p.status, err = d.integer()
-		default:
-			err = d.skip(1)
-		}
-		return err
-	})
+	return "Error"
 }

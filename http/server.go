@@ -16,6 +16,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spentledger/spent"
+	"github.com/spentledger/spent/internal/problem"
+	"github.com/spentledger/spent/internal/strictjson"
 )
 
 // DefaultMaxBody is the default limit on a request body: 32 MiB.
@@ -91,7 +93,7 @@ type Server struct {
 type exchange struct {
 	in     []byte
 	out    []byte
-	d      decoder
+	d      strictjson.Decoder
 	claims []spent.Claim
 }
 
@@ -161,7 +163,7 @@ func NewServer(l *spent.Ledger, cfg Config) (*Server, error) {
 	for _, ns := range l.Namespaces() {
 		s.names[ns] = ns
 	}
-	s.pool.New = func() any { return &exchange{d: decoder{names: s.names}} }
+	s.pool.New = func() any { return &exchange{d: strictjson.Decoder{Intern: s.names}} }
 	every := cfg.StoreLogInterval
 	if every == 0 {
 		every = DefaultStoreLogInterval
@@ -215,7 +217,6 @@ func routeOf(path string) route {
 // Shared header values; net/http only reads them.
 var (
 	hdrJSON    = []string{"application/json"}
-	hdrProblem = []string{"application/problem+json"}
 	hdrTrue    = []string{"true"}
 	hdrPost    = []string{"POST"}
 	hdrGet     = []string{"GET, HEAD"}
@@ -277,7 +278,7 @@ func (s *Server) release(x *exchange) {
 	}
 	clear(x.claims)
 	x.claims = x.claims[:0]
-	x.d = decoder{key: x.d.key[:0], val: x.d.val[:0], names: s.names}
+	x.d.Reset(nil)
 	s.pool.Put(x)
 }
 
@@ -318,7 +319,7 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, x *exchange, rt rou
 	if err := s.readBody(r, x); err != nil {
 		return s.fail(w, x, rt, err)
 	}
-	x.d.reset(x.in)
+	x.d.Reset(x.in)
 	switch rt {
 	case routeClaim:
 		return s.claim(w, r, x, g)
@@ -398,8 +399,8 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request, x *exchange, g *g
 	if err := decodeClaim(&x.d, -1, &c); err != nil {
 		return s.fail(w, x, routeClaim, err)
 	}
-	if err := x.d.end(); err != nil {
-		return s.fail(w, x, routeClaim, malformed(err))
+	if err := x.d.End(); err != nil {
+		return s.fail(w, x, routeClaim, malformed(-1, err))
 	}
 	if !g.allows(c.Namespace, false) {
 		return s.fail(w, x, routeClaim, forbidden(c.Namespace, false))
@@ -417,7 +418,7 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request, x *exchange, g *g
 		w.Header()["Idempotent-Replayed"] = hdrTrue
 	case spent.InProgress:
 		if !res.Unknown {
-			w.Header()["Retry-After"] = []string{retryAfterHeader(res.RetryAfter)}
+			w.Header()["Retry-After"] = []string{problem.RetryAfter(res.RetryAfter)}
 		}
 	}
 	x.out = appendClaimResult(x.out[:0], &res)
@@ -430,8 +431,8 @@ func (s *Server) claims(w http.ResponseWriter, r *http.Request, x *exchange, g *
 	if err != nil {
 		return s.fail(w, x, routeClaims, err)
 	}
-	if err := x.d.end(); err != nil {
-		return s.fail(w, x, routeClaims, malformed(err))
+	if err := x.d.End(); err != nil {
+		return s.fail(w, x, routeClaims, malformed(-1, err))
 	}
 	last := ""
 	for i := range x.claims {
@@ -472,8 +473,8 @@ func (s *Server) end(w http.ResponseWriter, r *http.Request, x *exchange, g *gra
 	if err := decodeTarget(&x.d, names, rt == routeComplete, &t); err != nil {
 		return s.fail(w, x, rt, err)
 	}
-	if err := x.d.end(); err != nil {
-		return s.fail(w, x, rt, malformed(err))
+	if err := x.d.End(); err != nil {
+		return s.fail(w, x, rt, malformed(-1, err))
 	}
 	if !g.allows(t.namespace, t.force) {
 		return s.fail(w, x, rt, forbidden(t.namespace, t.force))
@@ -504,8 +505,8 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request, x *exchange, g *gra
 	if err := decodeGet(&x.d, &ns, &key); err != nil {
 		return s.fail(w, x, routeGet, err)
 	}
-	if err := x.d.end(); err != nil {
-		return s.fail(w, x, routeGet, malformed(err))
+	if err := x.d.End(); err != nil {
+		return s.fail(w, x, routeGet, malformed(-1, err))
 	}
 	if !g.allows(ns, false) {
 		return s.fail(w, x, routeGet, forbidden(ns, false))
@@ -525,8 +526,8 @@ func (s *Server) unknown(w http.ResponseWriter, r *http.Request, x *exchange, g 
 	if err := decodeUnknown(&x.d, &ns, &limit); err != nil {
 		return s.fail(w, x, routeUnknown, err)
 	}
-	if err := x.d.end(); err != nil {
-		return s.fail(w, x, routeUnknown, malformed(err))
+	if err := x.d.End(); err != nil {
+		return s.fail(w, x, routeUnknown, malformed(-1, err))
 	}
 	if !g.allows(ns, true) {
 		return s.fail(w, x, routeUnknown, forbidden(ns, true))
@@ -593,6 +594,7 @@ func (s *Server) fail(w http.ResponseWriter, x *exchange, rt route, err error) i
 }
 
 func (s *Server) problem(w http.ResponseWriter, x *exchange, code string, status int, detail string) int {
-	x.out = appendProblem(x.out[:0], code, status, detail)
-	return s.write(w, status, hdrProblem, x.out)
+	x.out = problem.Append(x.out[:0], ProblemType, code, titleOf(code), status, detail)
+	problem.Write(w, status, x.out)
+	return status
 }

@@ -8,23 +8,13 @@ import (
 	"unicode/utf8"
 
 	"github.com/spentledger/spent"
+	"github.com/spentledger/spent/internal/strictjson"
 )
 
 // This file holds the wire forms of requests and answers, in both
 // directions: the server decodes requests and encodes answers, the client
 // encodes requests and decodes answers. docs/http-api.md describes the same
 // forms for other languages.
-
-// fieldSet tracks which members of an object were seen, to refuse duplicates.
-type fieldSet uint32
-
-func (s *fieldSet) add(bit fieldSet) bool {
-	if *s&bit != 0 {
-		return false
-	}
-	*s |= bit
-	return true
-}
 
 // at names where in a request a member is: "" for the top level, "claims[3]."
 // for a claim of a batch (idx 3); idx < 0 is the top level.
@@ -39,55 +29,33 @@ func invalid(idx int, field, msg string) error {
 	return spent.Errorf(spent.EInvalid, "%s%s: %s", at(idx), field, msg)
 }
 
-// malformed wraps a syntax error from the decoder.
-func malformed(err error) error {
-	var se *syntaxError
+// malformed turns an error of the decoder into a *spent.Error that names
+// the member at fault, if any; idx is as for at.
+func malformed(idx int, err error) error {
 	var e *spent.Error
+	var me *strictjson.MemberError
 	switch {
 	case errors.As(err, &e):
-		return err
-	case errors.As(err, &se):
-		return spent.Errorf(spent.EInvalid, "malformed JSON: %s", se.Error())
+		return e
+	case errors.As(err, &me) && errors.Is(me.Err, strictjson.ErrUnknown):
+		return spent.Errorf(spent.EInvalid, "%sunknown field %s", at(idx), spent.QuoteInput(me.Name))
+	case errors.As(err, &me):
+		return invalid(idx, me.Name, me.Err.Error())
 	}
 	return spent.Errorf(spent.EInvalid, "malformed JSON: %s", err.Error())
 }
 
 // member decodes the value of the named member of a request object.
-type member func(d *decoder, name string) error
+type member func(d *strictjson.Decoder, name string) error
 
 // fields decodes a request object whose members are listed in names, in the
-// order of their bits, refusing unknown and duplicate members. It returns the
-// set of members present.
-func fields(d *decoder, idx int, names []string, m member) (fieldSet, error) {
-	var seen, present fieldSet
-	err := d.object(func(name []byte) error {
-		i := 0
-		for i < len(names) && names[i] != string(name) {
-			i++
-		}
-		if i == len(names) {
-			return spent.Errorf(spent.EInvalid, "%sunknown field %s", at(idx), spent.QuoteInput(string(name)))
-		}
-		nm, bit := names[i], fieldSet(1)<<i
-		if !seen.add(bit) {
-			return invalid(idx, nm, "given twice")
-		}
-		if d.null() {
-			// null reads as absent, for languages whose encoders write it.
-			return nil
-		}
-		present |= bit
-		if err := m(d, nm); err != nil {
-			var e *spent.Error
-			if errors.As(err, &e) {
-				return err
-			}
-			return invalid(idx, nm, err.Error())
-		}
-		return nil
-	})
+// order of their bits, by the rules of d.Members: unknown and duplicate
+// members are refused, null reads as absent. It returns the set of members
+// present.
+func fields(d *strictjson.Decoder, idx int, names []string, m member) (uint64, error) {
+	present, err := d.Members(names, func(i int) error { return m(d, names[i]) })
 	if err != nil {
-		return 0, malformed(err)
+		return 0, malformed(idx, err)
 	}
 	return present, nil
 }
@@ -103,27 +71,27 @@ var (
 )
 
 const (
-	fNamespace fieldSet = 1 << iota
+	fNamespace uint64 = 1 << iota
 	fKey
 )
 
 // decodeClaim decodes a claim; idx is its place in a batch, or -1.
-func decodeClaim(d *decoder, idx int, c *spent.Claim) error {
-	seen, err := fields(d, idx, claimNames, func(d *decoder, name string) error {
+func decodeClaim(d *strictjson.Decoder, idx int, c *spent.Claim) error {
+	seen, err := fields(d, idx, claimNames, func(d *strictjson.Decoder, name string) error {
 		var err error
 		switch name {
 		case "namespace":
-			c.Namespace, err = d.namespace()
+			c.Namespace, err = d.Interned()
 		case "key":
-			c.Key, err = d.str()
+			c.Key, err = d.String()
 		case "fingerprint":
-			c.Fingerprint, err = d.hexBytes(spent.FingerprintLen)
+			c.Fingerprint, err = d.Hex(spent.FingerprintLen)
 		case "place":
-			c.Place, err = d.str()
+			c.Place, err = d.String()
 		case "result":
-			c.Result, err = d.base64Bytes()
+			c.Result, err = d.Base64()
 		case "expires_at":
-			c.ExpiresAt, err = d.timestamp()
+			c.ExpiresAt, err = d.Time()
 		}
 		return err
 	})
@@ -134,7 +102,7 @@ func decodeClaim(d *decoder, idx int, c *spent.Claim) error {
 }
 
 // require reports the first missing member of want.
-func require(idx int, seen, want fieldSet, names []string) error {
+func require(idx int, seen, want uint64, names []string) error {
 	if missing := want &^ seen; missing != 0 {
 		for i, n := range names {
 			if missing&(1<<i) != 0 {
@@ -146,9 +114,9 @@ func require(idx int, seen, want fieldSet, names []string) error {
 }
 
 // decodeClaims decodes a batch; it stops with ETooLarge past max claims.
-func decodeClaims(d *decoder, max int, cs []spent.Claim) ([]spent.Claim, error) {
-	seen, err := fields(d, -1, claimsNames, func(d *decoder, _ string) error {
-		return d.array(func(i int) error {
+func decodeClaims(d *strictjson.Decoder, max int, cs []spent.Claim) ([]spent.Claim, error) {
+	seen, err := fields(d, -1, claimsNames, func(d *strictjson.Decoder, _ string) error {
+		return d.Array(func(i int) error {
 			if i >= max {
 				return spent.Errorf(spent.ETooLarge, "more than %d claims in one batch", max)
 			}
@@ -171,31 +139,31 @@ type target struct {
 	result         []byte
 }
 
-func decodeTarget(d *decoder, names []string, needResult bool, t *target) error {
-	seen, err := fields(d, -1, names, func(d *decoder, name string) error {
+func decodeTarget(d *strictjson.Decoder, names []string, needResult bool, t *target) error {
+	seen, err := fields(d, -1, names, func(d *strictjson.Decoder, name string) error {
 		var err error
 		var s string
 		switch name {
 		case "namespace":
-			t.namespace, err = d.str()
+			t.namespace, err = d.String()
 		case "key":
-			t.key, err = d.str()
+			t.key, err = d.String()
 		case "hash":
-			if s, err = d.str(); err == nil {
+			if s, err = d.String(); err == nil {
 				if t.hash, err = spent.ParseHash(s); err != nil {
 					err = errors.New("want " + strconv.Itoa(2*spent.HashSize) + " hex digits")
 				}
 			}
 		case "seq":
-			if s, err = d.str(); err == nil {
+			if s, err = d.String(); err == nil {
 				if t.seq, err = spent.ParseSeq(s); err != nil || t.seq.IsZero() {
 					err = errors.New(`want "node:counter"`)
 				}
 			}
 		case "force":
-			t.force, err = d.boolean()
+			t.force, err = d.Bool()
 		case "result":
-			t.result, err = d.base64Bytes()
+			t.result, err = d.Base64()
 		}
 		return err
 	})
@@ -214,13 +182,13 @@ func decodeTarget(d *decoder, names []string, needResult bool, t *target) error 
 	return nil
 }
 
-func decodeGet(d *decoder, ns, key *string) error {
-	seen, err := fields(d, -1, getNames, func(d *decoder, name string) error {
+func decodeGet(d *strictjson.Decoder, ns, key *string) error {
+	seen, err := fields(d, -1, getNames, func(d *strictjson.Decoder, name string) error {
 		var err error
 		if name == "namespace" {
-			*ns, err = d.str()
+			*ns, err = d.String()
 		} else {
-			*key, err = d.str()
+			*key, err = d.String()
 		}
 		return err
 	})
@@ -230,14 +198,14 @@ func decodeGet(d *decoder, ns, key *string) error {
 	return require(-1, seen, fNamespace|fKey, getNames)
 }
 
-func decodeUnknown(d *decoder, ns *string, limit *int) error {
-	_, err := fields(d, -1, unknownNames, func(d *decoder, name string) error {
+func decodeUnknown(d *strictjson.Decoder, ns *string, limit *int) error {
+	_, err := fields(d, -1, unknownNames, func(d *strictjson.Decoder, name string) error {
 		if name == "namespace" {
 			var err error
-			*ns, err = d.str()
+			*ns, err = d.String()
 			return err
 		}
-		n, err := d.integer()
+		n, err := d.Int()
 		if err == nil && (n < 0 || n > spent.MaxBatch) {
 			err = errors.New("want 0 to " + strconv.Itoa(spent.MaxBatch))
 		}
@@ -251,30 +219,30 @@ func decodeUnknown(d *decoder, ns *string, limit *int) error {
 // result is included only when withResult is set and the record has one.
 func appendRecordMembers(b []byte, r *spent.Record, withResult bool) []byte {
 	b = append(b, `"namespace":`...)
-	b = appendString(b, r.Namespace)
+	b = strictjson.AppendString(b, r.Namespace)
 	b = append(b, `,"hash":"`...)
 	b = hex.AppendEncode(b, r.Key[:])
 	b = append(b, '"')
 	if r.RawKey != "" {
 		b = append(b, `,"key":`...)
-		b = appendString(b, r.RawKey)
+		b = strictjson.AppendString(b, r.RawKey)
 	}
 	b = append(b, `,"state":"`...)
 	b = append(b, r.State.String()...)
 	b = append(b, `","first_seen":`...)
-	b = appendTime(b, r.FirstSeen)
+	b = strictjson.AppendTime(b, r.FirstSeen)
 	b = append(b, `,"place":`...)
-	b = appendString(b, r.Place)
+	b = strictjson.AppendString(b, r.Place)
 	if len(r.Fingerprint) > 0 {
 		b = append(b, `,"fingerprint":"`...)
 		b = hex.AppendEncode(b, r.Fingerprint)
 		b = append(b, '"')
 	}
 	b = append(b, `,"expires_at":`...)
-	b = appendTime(b, r.ExpiresAt)
+	b = strictjson.AppendTime(b, r.ExpiresAt)
 	if !r.LeaseUntil.IsZero() {
 		b = append(b, `,"lease_until":`...)
-		b = appendTime(b, r.LeaseUntil)
+		b = strictjson.AppendTime(b, r.LeaseUntil)
 	}
 	b = append(b, `,"seq":"`...)
 	b = strconv.AppendUint(b, uint64(r.Seq.Node), 10)
@@ -283,7 +251,7 @@ func appendRecordMembers(b []byte, r *spent.Record, withResult bool) []byte {
 	b = append(b, '"')
 	if withResult && r.Result != nil {
 		b = append(b, `,"result":"`...)
-		b = b64.AppendEncode(b, r.Result)
+		b = strictjson.B64.AppendEncode(b, r.Result)
 		b = append(b, '"')
 	}
 	return b
@@ -314,20 +282,10 @@ func appendClaimResult(b []byte, res *spent.Result) []byte {
 			b = append(b, `,"unknown":true`...)
 		} else {
 			b = append(b, `,"retry_after":`...)
-			b = appendSeconds(b, res.RetryAfter)
+			b = strictjson.AppendSeconds(b, res.RetryAfter)
 		}
 	}
 	return append(b, '}')
-}
-
-// retryAfterHeader rounds d up to whole seconds, at least 1, for the
-// Retry-After header.
-func retryAfterHeader(d time.Duration) string {
-	s := (d + time.Second - 1) / time.Second
-	if s < 1 {
-		s = 1
-	}
-	return strconv.FormatInt(int64(s), 10)
 }
 
 // Client side: encoding requests.
@@ -351,9 +309,9 @@ func appendClaim(b []byte, c *spent.Claim) ([]byte, error) {
 		return b, err
 	}
 	b = append(b, `{"namespace":`...)
-	b = appendString(b, c.Namespace)
+	b = strictjson.AppendString(b, c.Namespace)
 	b = append(b, `,"key":`...)
-	b = appendString(b, c.Key)
+	b = strictjson.AppendString(b, c.Key)
 	if len(c.Fingerprint) > 0 {
 		b = append(b, `,"fingerprint":"`...)
 		b = hex.AppendEncode(b, c.Fingerprint)
@@ -361,16 +319,16 @@ func appendClaim(b []byte, c *spent.Claim) ([]byte, error) {
 	}
 	if c.Place != "" {
 		b = append(b, `,"place":`...)
-		b = appendString(b, c.Place)
+		b = strictjson.AppendString(b, c.Place)
 	}
 	if c.Result != nil {
 		b = append(b, `,"result":"`...)
-		b = b64.AppendEncode(b, c.Result)
+		b = strictjson.B64.AppendEncode(b, c.Result)
 		b = append(b, '"')
 	}
 	if !c.ExpiresAt.IsZero() {
 		b = append(b, `,"expires_at":`...)
-		b = appendTime(b, c.ExpiresAt)
+		b = strictjson.AppendTime(b, c.ExpiresAt)
 	}
 	return append(b, '}'), nil
 }
@@ -385,10 +343,10 @@ func appendTarget(b []byte, ns, key string, h spent.Hash, seq spent.Seq, force b
 		return b, err
 	}
 	b = append(b, `{"namespace":`...)
-	b = appendString(b, ns)
+	b = strictjson.AppendString(b, ns)
 	if key != "" {
 		b = append(b, `,"key":`...)
-		b = appendString(b, key)
+		b = strictjson.AppendString(b, key)
 	}
 	if !h.IsZero() {
 		b = append(b, `,"hash":"`...)
@@ -412,40 +370,40 @@ func appendTarget(b []byte, ns, key string, h spent.Hash, seq spent.Seq, force b
 // recordMember decodes one member of a record; ok is false for a name that
 // is not a record member.
 // hint is the claim an answer belongs to, if any: its strings are reused.
-func recordMember(d *decoder, name []byte, r *spent.Record, hint *spent.Claim) (ok bool, err error) {
+func recordMember(d *strictjson.Decoder, name []byte, r *spent.Record, hint *spent.Claim) (ok bool, err error) {
 	var s []byte
 	switch string(name) {
 	case "namespace":
-		r.Namespace, err = d.strLike(hint.Namespace)
+		r.Namespace, err = d.StringLike(hint.Namespace)
 	case "hash":
-		if s, err = d.rawString(&d.val); err == nil {
+		if s, err = d.Bytes(); err == nil {
 			if len(s) != 2*spent.HashSize {
 				return true, errors.New("hash: bad length")
 			}
 			_, err = hex.Decode(r.Key[:], s)
 		}
 	case "key":
-		r.RawKey, err = d.str()
+		r.RawKey, err = d.String()
 	case "state":
-		if s, err = d.rawString(&d.val); err == nil {
+		if s, err = d.Bytes(); err == nil {
 			err = r.State.UnmarshalText(s)
 		}
 	case "first_seen":
-		r.FirstSeen, err = d.timestamp()
+		r.FirstSeen, err = d.Time()
 	case "place":
-		r.Place, err = d.strLike(hint.Place)
+		r.Place, err = d.StringLike(hint.Place)
 	case "fingerprint":
-		r.Fingerprint, err = d.hexBytes(0)
+		r.Fingerprint, err = d.Hex(0)
 	case "expires_at":
-		r.ExpiresAt, err = d.timestamp()
+		r.ExpiresAt, err = d.Time()
 	case "lease_until":
-		r.LeaseUntil, err = d.timestamp()
+		r.LeaseUntil, err = d.Time()
 	case "seq":
-		if s, err = d.rawString(&d.val); err == nil {
+		if s, err = d.Bytes(); err == nil {
 			r.Seq, err = parseSeq(s)
 		}
 	case "result":
-		r.Result, err = d.base64Bytes()
+		r.Result, err = d.Base64()
 	default:
 		return false, nil
 	}
@@ -485,11 +443,11 @@ func parseUint(b []byte, bits uint) (uint64, bool) {
 	return n, bits == 64 || n < 1<<bits
 }
 
-func decodeRecord(d *decoder, r *spent.Record) error {
-	return d.object(func(name []byte) error {
+func decodeRecord(d *strictjson.Decoder, r *spent.Record) error {
+	return d.Object(func(name []byte) error {
 		ok, err := recordMember(d, name, r, &noHint)
 		if !ok {
-			return d.skip(1)
+			return d.Skip(1)
 		}
 		return err
 	})
@@ -497,11 +455,11 @@ func decodeRecord(d *decoder, r *spent.Record) error {
 
 var noHint spent.Claim
 
-func decodeClaimResult(d *decoder, res *spent.Result, hint *spent.Claim) error {
-	return d.object(func(name []byte) error {
+func decodeClaimResult(d *strictjson.Decoder, res *spent.Result, hint *spent.Claim) error {
+	return d.Object(func(name []byte) error {
 		switch string(name) {
 		case "outcome":
-			s, err := d.rawString(&d.val)
+			s, err := d.Bytes()
 			if err != nil {
 				return err
 			}
@@ -512,14 +470,14 @@ func decodeClaimResult(d *decoder, res *spent.Result, hint *spent.Claim) error {
 			return nil
 		case "unknown":
 			var err error
-			res.Unknown, err = d.boolean()
+			res.Unknown, err = d.Bool()
 			return err
 		case "result_omitted":
 			var err error
-			res.ResultOmitted, err = d.boolean()
+			res.ResultOmitted, err = d.Bool()
 			return err
 		case "retry_after":
-			n, err := d.number()
+			n, err := d.Number()
 			if err != nil {
 				return err
 			}
@@ -528,7 +486,7 @@ func decodeClaimResult(d *decoder, res *spent.Result, hint *spent.Claim) error {
 		}
 		ok, err := recordMember(d, name, &res.Record, hint)
 		if !ok {
-			return d.skip(1)
+			return d.Skip(1)
 		}
 		return err
 	})

@@ -407,6 +407,32 @@ func TestErrorsWire(t *testing.T) {
 	})
 }
 
+// TestStrictJSONDetails checks that a body breaking a rule of strict JSON is
+// answered 400 invalid with a detail that names the member at fault, as
+// docs/http-api.md promises.
+func TestStrictJSONDetails(t *testing.T) {
+	e := MustServe(t, sphttp.DefaultConfig())
+	for _, tc := range []struct{ name, path, body, detail string }{
+		{"Duplicate", "/v1/claim", `{"namespace":"echo","key":"k","key":"j"}`, "key: given twice"},
+		{"DuplicateEscaped", "/v1/claim", `{"namespace":"echo","key":"k","k\u0065y":"j"}`, "key: given twice"},
+		{"DuplicateNull", "/v1/claim", `{"namespace":"echo","key":"k","place":null,"place":null}`, "place: given twice"},
+		{"DuplicateInBatch", "/v1/claims", `{"claims":[{"namespace":"echo","key":"a"},{"namespace":"echo","key":"b","key":"c"}]}`, "claims[1].key: given twice"},
+		{"DuplicateTop", "/v1/claims", `{"claims":[],"claims":[]}`, "claims: given twice"},
+		{"Unknown", "/v1/claim", `{"namespace":"echo","key":"k","colour":"red"}`, `unknown field "colour"`},
+		{"CaseDiffers", "/v1/claim", `{"namespace":"echo","Key":"k"}`, `unknown field "Key"`},
+		{"UnknownInBatch", "/v1/claims", `{"claims":[{"namespace":"echo","key":"a","x":1}]}`, `claims[0].unknown field "x"`},
+		{"InvalidUTF8", "/v1/claim", "{\"namespace\":\"echo\",\"key\":\"\xff\"}", "key: invalid UTF-8 in string"},
+		{"Trailing", "/v1/claim", `{"namespace":"echo","key":"k"} x`, "malformed JSON: unexpected data after the JSON value"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := wantProblem(t, e.post(t, tc.path, "", tc.body), 400, spent.EInvalid)
+			if d, _ := p["detail"].(string); !strings.HasPrefix(d, tc.detail) {
+				t.Fatalf("detail: got %q, want it to start with %q", d, tc.detail)
+			}
+		})
+	}
+}
+
 func TestBodyLimit(t *testing.T) {
 	cfg := sphttp.DefaultConfig()
 	cfg.MaxBody = 1024

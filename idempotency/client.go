@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/spentledger/spent/internal/problem"
 )
 
 // ClientOptions configures a Client. Start from [DefaultClientOptions].
@@ -346,15 +347,7 @@ func neverSent(err error) bool {
 func problemCode(resp *http.Response) string {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 256<<10))
-	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/problem+json") {
-		return ""
-	}
-	var p struct {
-		Code string `json:"code"`
-	}
-	if json.Unmarshal(b, &p) != nil {
-		return ""
-	}
+	p, _ := problem.Read(resp.Header, b)
 	return p.Code
 }
 

@@ -57,6 +57,11 @@ func problem(code string) scriptAnswer {
 	return scriptAnswer{status: 409, header: map[string]string{"Content-Type": "application/problem+json"}, body: `{"code":"` + code + `","status":409}`}
 }
 
+// badProblem is a 409 problem document answer with the given body.
+func badProblem(body string) scriptAnswer {
+	return scriptAnswer{status: 409, header: map[string]string{"Content-Type": "application/problem+json"}, body: body}
+}
+
 // fakeTime is the client's clock and sleep: sleeping advances the clock.
 type fakeTime struct {
 	mu    sync.Mutex
@@ -150,6 +155,18 @@ func TestClientRetries(t *testing.T) {
 		{"ReplayedServerErrorIsFinal", []scriptAnswer{{status: 500, header: map[string]string{idempotency.HeaderReplayed: "true"}}}, 500, 1, nil, false, "", 0},
 		{"OutcomeUnknownStops", []scriptAnswer{{status: 500}, problem(idempotency.CodeOutcomeUnknown)}, 0, 2,
 			[]time.Duration{time.Second}, false, idempotency.CodeOutcomeUnknown, 409},
+		// A problem document that breaks the strict JSON rules carries no
+		// code: the answer is a plain 409, retried.
+		{"DuplicateCodeIsNoCode", []scriptAnswer{badProblem(`{"code":"outcome_unknown","code":"in_progress"}`), {status: 201}}, 201, 2,
+			[]time.Duration{time.Second}, false, "", 0},
+		{"CaseDifferingCodeIsNoCode", []scriptAnswer{badProblem(`{"Code":"outcome_unknown"}`), {status: 201}}, 201, 2,
+			[]time.Duration{time.Second}, false, "", 0},
+		{"TrailingDataIsNoCode", []scriptAnswer{badProblem(`{"code":"outcome_unknown"} {}`), {status: 201}}, 201, 2,
+			[]time.Duration{time.Second}, false, "", 0},
+		{"InvalidUTF8IsNoCode", []scriptAnswer{badProblem("{\"code\":\"outcome_unknown\",\"detail\":\"\xff\"}"), {status: 201}}, 201, 2,
+			[]time.Duration{time.Second}, false, "", 0},
+		{"WellFormedCodeStops", []scriptAnswer{badProblem(`{"code":"outcome_unknown","extension":{"a":1}}`)}, 0, 1,
+			nil, false, idempotency.CodeOutcomeUnknown, 409},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -395,6 +412,54 @@ func TestClientJournal(t *testing.T) {
 
 // TestClientAgainstMiddleware: the client and the middleware together; a
 // failure before Applied is retried, and the effect happens once.
+// TestJournalReadsStrictly checks that Pending refuses an entry file that
+// breaks a rule of strict JSON rather than guess what it meant, and that
+// OpenJournal clears both forms of temporary file.
+func TestJournalReadsStrictly(t *testing.T) {
+	good := `{"key":"k","method":"POST","url":"http://x/pay","header":{"Idempotency-Key":["k"]},"body":"cGF5","created":"2026-03-01T12:00:00Z"}`
+	for name, doc := range map[string]string{
+		"CaseDiffers": strings.Replace(good, `"url"`, `"URL"`, 1),
+		"Duplicate":   strings.Replace(good, `"method":"POST"`, `"method":"POST","method":"GET"`, 1),
+		"Unknown":     strings.Replace(good, `"body"`, `"bodyx"`, 1),
+		"InvalidUTF8": strings.Replace(good, `"k"`, "\"\xff\"", 1),
+		"Trailing":    good + `{}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			j, err := idempotency.OpenJournal(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "k-0.json"), []byte(doc), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if p, err := j.Pending(); err == nil || !strings.Contains(err.Error(), "k-0.json") {
+				t.Fatalf("got %+v, %v; want an error naming the file", p, err)
+			}
+		})
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "k-0.json"), []byte(good), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tmp := range []string{".tmp-77", ".k-0.json.tmp-88"} {
+		if err := os.WriteFile(filepath.Join(dir, tmp), []byte("torn"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	j, err := idempotency.OpenJournal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Fatalf("after OpenJournal: %d files, want only the entry", len(ents))
+	}
+	p, err := j.Pending()
+	if err != nil || len(p) != 1 || p[0].Key != "k" || string(p[0].Body) != "pay" || p[0].Header.Get("Idempotency-Key") != "k" {
+		t.Fatalf("got %+v, %v; want the entry", p, err)
+	}
+}
+
 func TestClientAgainstMiddleware(t *testing.T) {
 	e := newEnv(t, nil)
 	cl, _ := newTestClient(t, nil)

@@ -4,15 +4,16 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/spentledger/spent/internal/atomicfile"
+	"github.com/spentledger/spent/internal/strictjson"
 )
 
 // Journal keeps requests on disk from before their first send until their
@@ -21,10 +22,10 @@ import (
 // Give it to [ClientOptions].Journal; after a restart, [Journal.Pending]
 // lists what to [Client.Resume].
 //
-// Each request is one file, written atomically: a temporary file is
-// written and fsynced, renamed into place, and the directory fsynced, so
-// that after a crash a request is either wholly in the journal or not at
-// all. Files are mode 0600: they hold the request's headers, credentials
+// Each request is one file, written atomically (package atomicfile: a
+// temporary file is written and fsynced, renamed into place, and the
+// directory fsynced), so that after a crash a request is either wholly in
+// the journal or not at all. Files are mode 0600: they hold the request's headers, credentials
 // included. A Journal is safe for concurrent use, but one directory must
 // belong to one process at a time.
 type Journal struct {
@@ -54,15 +55,18 @@ func OpenJournal(dir string) (*Journal, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("idempotency: journal: %w", err)
 	}
-	ents, err := os.ReadDir(dir)
+	if _, err := atomicfile.RemoveStale(dir); err != nil {
+		return nil, fmt.Errorf("idempotency: journal: %w", err)
+	}
+	// Versions before atomicfile named their temporary files ".tmp-*".
+	// They hold a request's headers, credentials included.
+	legacy, err := filepath.Glob(filepath.Join(dir, ".tmp-*"))
 	if err != nil {
 		return nil, fmt.Errorf("idempotency: journal: %w", err)
 	}
-	for _, e := range ents {
-		if strings.HasPrefix(e.Name(), ".tmp-") {
-			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
-				return nil, fmt.Errorf("idempotency: journal: %w", err)
-			}
+	for _, p := range legacy {
+		if err := os.Remove(p); err != nil {
+			return nil, fmt.Errorf("idempotency: journal: %w", err)
 		}
 	}
 	return &Journal{dir: dir}, nil
@@ -80,60 +84,17 @@ func (j *Journal) Save(e JournalEntry) error {
 	if err != nil {
 		return fmt.Errorf("idempotency: journal: %w", err)
 	}
-	f, err := os.CreateTemp(j.dir, ".tmp-*")
-	if err != nil {
+	if err := atomicfile.WriteFile(j.path(e.Key), b, 0o600); err != nil {
 		return fmt.Errorf("idempotency: journal: %w", err)
 	}
-	tmp := f.Name()
-	if err := f.Chmod(0o600); err != nil {
-		f.Close()
-		os.Remove(tmp)
-		return fmt.Errorf("idempotency: journal: %w", err)
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		os.Remove(tmp)
-		return fmt.Errorf("idempotency: journal: %w", err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		os.Remove(tmp)
-		return fmt.Errorf("idempotency: journal: sync: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("idempotency: journal: %w", err)
-	}
-	if err := os.Rename(tmp, j.path(e.Key)); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("idempotency: journal: %w", err)
-	}
-	return j.syncDir()
+	return nil
 }
 
 // Remove forgets the entry of key, durably. Removing an absent entry is not
 // an error.
 func (j *Journal) Remove(key string) error {
-	if err := os.Remove(j.path(key)); err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
+	if err := atomicfile.Remove(j.path(key)); err != nil {
 		return fmt.Errorf("idempotency: journal: %w", err)
-	}
-	return j.syncDir()
-}
-
-func (j *Journal) syncDir() error {
-	d, err := os.Open(j.dir)
-	if err != nil {
-		return fmt.Errorf("idempotency: journal: %w", err)
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("idempotency: journal: sync dir: %w", err)
 	}
 	return nil
 }
@@ -156,7 +117,9 @@ func (j *Journal) Pending() ([]JournalEntry, error) {
 			return nil, fmt.Errorf("idempotency: journal: %w", err)
 		}
 		var e JournalEntry
-		if err := json.Unmarshal(b, &e); err != nil {
+		// No size limit: an entry holds a request body as large as the
+		// client's MaxBody, which the journal does not know.
+		if err := (strictjson.Rules{MaxSize: -1}).Unmarshal(b, &e); err != nil {
 			return nil, fmt.Errorf("idempotency: journal: %s: %w", name, err)
 		}
 		out = append(out, e)

@@ -615,15 +615,13 @@ func (m *Middleware) replayResult(w http.ResponseWriter, result []byte) {
 	m.replay(w, s)
 }
 
-func (m *Middleware) retryAfter(d time.Duration) int {
+// retryAfter returns the wait to suggest for d: d, but at most the
+// configured RetryAfter, which is also the suggestion when d is unknown.
+func (m *Middleware) retryAfter(d time.Duration) time.Duration {
 	if d <= 0 || d > m.o.RetryAfter {
 		d = m.o.RetryAfter
 	}
-	s := int((d + time.Second - 1) / time.Second)
-	if s < 1 {
-		s = 1
-	}
-	return s
+	return d
 }
 
 func (m *Middleware) inProgress(w http.ResponseWriter, left time.Duration) {

@@ -1,9 +1,10 @@
 package idempotency
 
 import (
-	"encoding/json"
 	"net/http"
-	"strconv"
+	"time"
+
+	"github.com/spentledger/spent/internal/problem"
 )
 
 // ProblemType is the prefix of the "type" member of the middleware's problem
@@ -65,29 +66,16 @@ var problemTitles = map[string]string{
 }
 
 var (
-	hdrProblem = []string{"application/problem+json"}
-	hdrNoStore = []string{"no-store"}
-	hdrTrue    = []string{"true"}
+	hdrTrue = []string{"true"}
 )
 
-// writeProblem answers an RFC 9457 problem document with code.
-func (m *Middleware) writeProblem(w http.ResponseWriter, status int, code, detail string, retryAfter int) {
-	body, _ := json.Marshal(struct {
-		Type   string `json:"type"`
-		Title  string `json:"title"`
-		Status int    `json:"status"`
-		Detail string `json:"detail"`
-		Code   string `json:"code"`
-	}{ProblemType + code, problemTitles[code], status, detail, code})
-	body = append(body, '\n')
+// writeProblem answers an RFC 9457 problem document with code, and a
+// Retry-After header when retryAfter is positive.
+func (m *Middleware) writeProblem(w http.ResponseWriter, status int, code, detail string, retryAfter time.Duration) {
 	h := w.Header()
-	h["Content-Type"] = hdrProblem
-	h["Cache-Control"] = hdrNoStore
-	h["Content-Length"] = []string{strconv.Itoa(len(body))}
 	h[HeaderRetention] = m.retention
 	if retryAfter > 0 {
-		h["Retry-After"] = []string{strconv.Itoa(retryAfter)}
+		h["Retry-After"] = []string{problem.RetryAfter(retryAfter)}
 	}
-	w.WriteHeader(status)
-	w.Write(body)
+	problem.Write(w, status, problem.Append(nil, ProblemType, code, problemTitles[code], status, detail))
 }

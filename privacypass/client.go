@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -20,6 +19,7 @@ import (
 	"github.com/cloudflare/circl/group"
 	"github.com/cloudflare/circl/oprf"
 	"github.com/cloudflare/circl/zk/dleq"
+	"github.com/spentledger/spent/internal/problem"
 )
 
 // PendingToken is a token request on its way to the issuer, with the
@@ -190,12 +190,8 @@ const maxAnswer = 1 << 20
 // or a plain error with the status.
 func problemOf(resp *http.Response) error {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
-	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "application/problem+json" {
-		p := new(Problem)
-		if json.Unmarshal(b, p) == nil && p.Code != "" {
-			p.Status = resp.StatusCode
-			return p
-		}
+	if p, ok := problem.Read(resp.Header, b); ok {
+		return &Problem{Type: p.Type, Title: p.Title, Status: resp.StatusCode, Detail: p.Detail, Code: p.Code}
 	}
 	return fmt.Errorf("privacypass: %s: %s", resp.Status, strings.TrimSpace(string(b[:min(len(b), 200)])))
 }

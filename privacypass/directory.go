@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cloudflare/circl/oprf"
+	"github.com/spentledger/spent/internal/strictjson"
 )
 
 // Well-known path and media types of RFC 9578 and RFC 9577.
@@ -84,8 +85,10 @@ func (d *Directory) MarshalJSON() ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-// ParseDirectory parses an issuer directory. Members this package does not
-// know are ignored, as RFC 9578 asks; the known ones must have the right
+// ParseDirectory parses an issuer directory by the rules of package
+// strictjson (exact member names, no duplicates, valid UTF-8, nothing after
+// the object, at most 1 MiB). Members this package does not know are
+// ignored, as RFC 9578 asks; the known ones must have the right
 // JSON types: a string URI, integer token types in 1..65535, base64url
 // token keys, integer not-before times. Keys of unsupported types are kept
 // (they are simply never used). Call Check before trusting it.
@@ -98,13 +101,8 @@ func ParseDirectory(b []byte) (*Directory, error) {
 			NotBefore json.Number `json:"not-before"`
 		} `json:"token-keys"`
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	if err := dec.Decode(&raw); err != nil {
+	if err := (strictjson.Rules{SkipUnknown: true}).Unmarshal(b, &raw); err != nil {
 		return nil, fmt.Errorf("%w: directory: %w", ErrMalformed, err)
-	}
-	if dec.More() {
-		return nil, fmt.Errorf("%w: directory: data after the object", ErrMalformed)
 	}
 	if raw.URI == nil || *raw.URI == "" {
 		return nil, fmt.Errorf("%w: directory: no issuer-request-uri", ErrMalformed)

@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/spentledger/spent/internal/atomicfile"
 )
 
 // KEKSize is the size of a key-encryption key: AES-256.
@@ -58,7 +60,7 @@ func LoadOrCreateKEK(path string) (kek []byte, created bool, err error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, false, fmt.Errorf("privacypass: key-encryption key: %w", err)
 	}
-	err = writeFileExclusive(path, []byte(base64.StdEncoding.EncodeToString(kek)+"\n"))
+	err = atomicfile.WriteNew(path, []byte(base64.StdEncoding.EncodeToString(kek)+"\n"), 0o600)
 	if errors.Is(err, fs.ErrExist) {
 		// Another process created it first: use theirs.
 		return LoadOrCreateKEK(path)

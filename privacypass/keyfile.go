@@ -168,55 +168,6 @@ func keyFromSecret(t TokenType, secret []byte) (*issuerKey, error) {
 	return k, nil
 }
 
-// writeFileExclusive writes data to path atomically and durably, failing
-// with fs.ErrExist when path exists: the data goes to a temporary file in
-// the same directory, which is synced and then hard-linked to path (a link,
-// unlike a rename, never replaces an existing file), and the directory is
-// synced after the link and the removal of the temporary name.
-func writeFileExclusive(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, ".tmp-"+filepath.Base(path)+"-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp)
-	if err := f.Chmod(0o600); err != nil {
-		f.Close()
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Link(tmp, path); err != nil {
-		return err
-	}
-	if err := os.Remove(tmp); err != nil {
-		return err
-	}
-	return syncDir(dir)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
-
 // dirLock is an exclusive advisory lock (flock) on a file in the key
 // directory, held while keys are created, so that two processes sharing a
 // directory never generate keys for the same epoch at once.

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/cloudflare/circl/oprf"
+	"github.com/spentledger/spent/internal/atomicfile"
 )
 
 // Defaults of the key schedule.
@@ -337,7 +338,7 @@ func (k *Keyring) create(t TokenType, e int64, live []*issuerKey) (*issuerKey, e
 			return nil, err
 		}
 		path := filepath.Join(k.cfg.Dir, keyFileName(t, start))
-		if err := writeFileExclusive(path, data); err != nil {
+		if err := atomicfile.WriteNew(path, data, 0o600); err != nil {
 			return nil, fmt.Errorf("privacypass: keyring: write %s: %w", path, err)
 		}
 		k.log.Info("privacypass: created key", "type", uint16(t), "epoch_start", start, "key_id", hexID(key.ID))
@@ -495,6 +496,3 @@ func (k *Keyring) Directory(requestURI string, now time.Time) *Directory {
 	}
 	return d
 }
-
-// version returns the snapshot version, which changes whenever the keys do.
-func (k *Keyring) version() uint64 { return k.snap.Load().version }

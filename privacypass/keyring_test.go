@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -315,6 +316,62 @@ func TestClientRefusesTwoKeysForOneEpoch(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestClientReadsStrictly serves directories and problem documents that
+// break the rules of strict JSON: the client refuses the directory with
+// ErrMalformed and reads no code from the problem document, instead of
+// repairing either.
+func TestClientReadsStrictly(t *testing.T) {
+	k, _ := keyGen()()
+	pk, _ := privacypass.MarshalPublicKey(&k.PublicKey)
+	good, err := json.Marshal(&privacypass.Directory{IssuerRequestURI: "/token-request",
+		TokenKeys: []privacypass.DirectoryKey{{TokenType: 2, TokenKey: pk, NotBefore: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(good)
+	serve := func(t *testing.T, status int, ctype, body string) string {
+		hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", ctype)
+			w.WriteHeader(status)
+			io.WriteString(w, body)
+		}))
+		t.Cleanup(hs.Close)
+		return hs.URL
+	}
+	c := &privacypass.Client{Epoch: 24 * time.Hour}
+	t.Run("Directory", func(t *testing.T) {
+		for name, body := range map[string]string{
+			"CaseDiffers": strings.Replace(doc, `"token-keys"`, `"Token-Keys"`, 1),
+			"Duplicate":   strings.Replace(doc, `{"issuer-request-uri":"/token-request"`, `{"issuer-request-uri":"/a","issuer-request-uri":"/token-request"`, 1),
+			"InvalidUTF8": strings.Replace(doc, `/token-request`, "/token-\xff", 1),
+			"Trailing":    doc + ` {}`,
+		} {
+			t.Run(name, func(t *testing.T) {
+				if _, err := c.Directory(context.Background(), serve(t, 200, privacypass.DirectoryMediaType, body)); !errors.Is(err, privacypass.ErrMalformed) {
+					t.Fatalf("got %v, want ErrMalformed", err)
+				}
+			})
+		}
+		ext := strings.Replace(doc, `{"issuer-request-uri"`, `{"x-extension":{"a":[1]},"issuer-request-uri"`, 1)
+		if _, err := c.Directory(context.Background(), serve(t, 200, privacypass.DirectoryMediaType, ext)); err != nil {
+			t.Fatalf("an unknown member: got %v, want it ignored (RFC 9578)", err)
+		}
+	})
+	t.Run("Problem", func(t *testing.T) {
+		// The rules' cases are in internal/problem; here, that the
+		// client reads problems through it.
+		var p *privacypass.Problem
+		_, err := c.Directory(context.Background(), serve(t, 429, "application/problem+json", `{"Code":"quota_exceeded","status":429}`))
+		if err == nil || errors.As(err, &p) {
+			t.Fatalf("a code whose name differs in case: got %v, want an error that is not a *Problem", err)
+		}
+		_, err = c.Directory(context.Background(), serve(t, 429, "application/problem+json", `{"code":"quota_exceeded","status":429}`))
+		if !errors.As(err, &p) || p.Code != privacypass.CodeQuota || p.Status != 429 {
+			t.Fatalf("a well-formed problem: got %v, want a *Problem with %s", err, privacypass.CodeQuota)
+		}
+	})
 }
 
 func TestDirectoryKeysSource(t *testing.T) {

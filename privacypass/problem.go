@@ -1,9 +1,10 @@
 package privacypass
 
 import (
-	"encoding/json"
 	"net/http"
 	"strconv"
+
+	"github.com/spentledger/spent/internal/problem"
 )
 
 // ProblemType is the prefix of the "type" member of the problem documents
@@ -98,14 +99,5 @@ func (p *Problem) Error() string {
 
 // writeProblem writes a problem document with the given status and code.
 func writeProblem(w http.ResponseWriter, status int, code, detail string) {
-	b, err := json.Marshal(Problem{Type: ProblemType + code, Title: codeTitles[code], Status: status, Detail: detail, Code: code})
-	if err != nil {
-		status, b = http.StatusInternalServerError, []byte(`{"code":"internal"}`)
-	}
-	h := w.Header()
-	h.Set("Content-Type", "application/problem+json")
-	h.Set("Cache-Control", "no-store")
-	h.Set("Content-Length", strconv.Itoa(len(b)+1))
-	w.WriteHeader(status)
-	w.Write(append(b, '\n'))
+	problem.Write(w, status, problem.Append(nil, ProblemType, code, codeTitles[code], status, detail))
 }

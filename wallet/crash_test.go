@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -166,7 +165,7 @@ func checkUnspent(t *testing.T, is *issuer, coins []wallet.Coin) {
 		seen[null] = true
 		_, err = is.ledger.Get(context.Background(), is.cfg.SpendNamespace, null)
 		if spent.ErrorCode(err) != spent.ENotFound {
-			t.Fatal(fmt.Sprintf("spendable token %s is spent in the ledger (%v)", null[:16], err))
+			t.Fatalf("spendable token %s is spent in the ledger (%v)", null[:16], err)
 		}
 	}
 }

@@ -8,16 +8,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/http/httptrace"
 	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"syscall"
 	"time"
 
 	"github.com/spentledger/spent/ecash"
+	"github.com/spentledger/spent/internal/atomicfile"
+	"github.com/spentledger/spent/internal/strictjson"
 )
 
 // Steps at which Options.Hook is called, in the order they happen for one
@@ -126,10 +128,18 @@ type Wallet struct {
 // Create writes a new, empty wallet for the issuer at issuerURL. It fails
 // when path exists.
 func Create(path, issuerURL string) error {
-	if _, err := os.Stat(path); err == nil {
-		return fmt.Errorf("wallet: %s exists", path)
+	b, err := encode(&File{Version: Version, Issuer: issuerURL})
+	if err != nil {
+		return err
 	}
-	return save(path, &File{Version: Version, Issuer: issuerURL})
+	err = atomicfile.WriteNew(path, b, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("wallet: %s exists: open it, or choose another path", path)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrSave, err)
+	}
+	return nil
 }
 
 // Open locks and reads the wallet at path.
@@ -157,7 +167,9 @@ func Open(path string, opts Options) (*Wallet, error) {
 	w := &Wallet{path: path, opts: opts, lock: lock}
 	b, err := os.ReadFile(path)
 	if err == nil {
-		err = json.Unmarshal(b, &w.f)
+		// No size limit: the file holds only what this package wrote,
+		// and a limit could only lock its owner out of their coins.
+		err = (strictjson.Rules{MaxSize: -1}).Unmarshal(b, &w.f)
 	}
 	if err != nil {
 		lock.Close()
@@ -203,44 +215,27 @@ func (w *Wallet) hook(step string) {
 	}
 }
 
-// save writes f to path atomically: a temporary file in the same
-// directory, synced, renamed into place, and the directory synced.
+// save writes f to path atomically (package atomicfile): a temporary file
+// in the same directory, synced, renamed into place, and the directory
+// synced.
 func save(path string, f *File) error {
-	b, err := json.MarshalIndent(f, "", "  ")
+	b, err := encode(f)
 	if err != nil {
-		return fmt.Errorf("%w: encode: %w", ErrSave, err)
+		return err
 	}
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
+	if err := atomicfile.WriteFile(path, b, 0o600); err != nil {
 		return fmt.Errorf("%w: %w", ErrSave, err)
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return fmt.Errorf("%w: %w", ErrSave, err)
-	}
-	if _, err = tmp.Write(append(b, '\n')); err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrSave, err)
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrSave, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("%w: sync directory: %w", ErrSave, err)
 	}
 	return nil
+}
+
+// encode returns the wallet file's bytes.
+func encode(f *File) ([]byte, error) {
+	b, err := json.MarshalIndent(f, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("%w: encode: %w", ErrSave, err)
+	}
+	return append(b, '\n'), nil
 }
 
 // commit saves the wallet's state; on failure the in-memory state is

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"net/http"
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -153,5 +155,69 @@ func TestUntouchedErrorsRestoreTheToken(t *testing.T) {
 	}
 	if s, f := w.Balance(); s != 15 || f != 0 {
 		t.Fatalf("balance %d (+%d in flight), want 15", s, f)
+	}
+}
+
+func TestCreateOnce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "w.json")
+	if err := wallet.Create(path, "https://issuer.example"); err != nil {
+		t.Fatal(err)
+	}
+	err := wallet.Create(path, "https://other.example")
+	if err == nil || !strings.Contains(err.Error(), "exists") {
+		t.Fatalf("second Create: got %v, want an error saying the file exists", err)
+	}
+	w, err := wallet.Open(path, wallet.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if w.Issuer() != "https://issuer.example" {
+		t.Fatalf("issuer %q: want the first Create's", w.Issuer())
+	}
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("file mode %v (%v), want 0600", fi.Mode(), err)
+	}
+	if ents, _ := os.ReadDir(filepath.Dir(path)); len(ents) != 2 {
+		t.Fatalf("directory holds %d entries, want the wallet and its lock", len(ents))
+	}
+}
+
+// TestOpenReadsStrictly edits a wallet file so that it breaks a rule of
+// strict JSON: Open refuses it rather than guess (a member read
+// case-insensitively, or the last of two, could lose coins on the next
+// save).
+func TestOpenReadsStrictly(t *testing.T) {
+	good := `{"version":1,"issuer":"https://issuer.example","coins":[],"journal":[]}`
+	for name, doc := range map[string]string{
+		"Good":        good,
+		"CaseDiffers": strings.Replace(good, `"coins"`, `"Coins"`, 1),
+		"Duplicate":   strings.Replace(good, `"coins":[]`, `"coins":[],"coins":[]`, 1),
+		"Unknown":     strings.Replace(good, `"coins"`, `"coin"`, 1),
+		"InvalidUTF8": strings.Replace(good, `example`, "ex\xffample", 1),
+		"Trailing":    good + "{}",
+	} {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "w.json")
+			if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			w, err := wallet.Open(path, wallet.Options{})
+			if name == "Good" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				w.Close()
+				return
+			}
+			if err == nil {
+				w.Close()
+				t.Fatal("got it opened, want an error")
+			}
+			if !strings.Contains(err.Error(), path) {
+				t.Fatalf("got %v, want the error to name the file", err)
+			}
+		})
 	}
 }

@@ -6,6 +6,10 @@
 //
 //	err := atomicfile.WriteFile(path, data, 0o600)
 //
+// or, for a file that must never be replaced once written (a key),
+//
+//	err := atomicfile.WriteNew(path, data, 0o600) // errors.Is(err, fs.ErrExist) if it exists
+//
 // and, at start, before anything in the directory is written again,
 //
 //	removed, err := atomicfile.RemoveStale(dir)
@@ -17,20 +21,26 @@
 //     rename and the directory after it.
 //   - When WriteFile fails or the process dies during it, path holds what it
 //     held before (or nothing, if it did not exist).
+//   - WriteNew gives the same guarantees and never replaces a file: of
+//     several writers of one path, one wins and the others get fs.ErrExist.
+//   - When Remove returns nil, the file is gone durably.
 //
 // # Caveats
 //
-//   - A process killed during WriteFile leaves its temporary file,
+//   - A process killed during WriteFile or WriteNew leaves its temporary file,
 //     ".NAME.tmp-RANDOM", in the directory. RemoveStale removes such files;
 //     call it only while no other process writes to the directory (hold the
 //     directory's lock).
-//   - WriteFile has crash points (package crashpoint) after the temporary
-//     file is synced ("atomicfile:NAME:synced") and after the rename
-//     ("atomicfile:NAME:renamed"), for tests.
+//   - WriteFile and WriteNew have crash points (package crashpoint) after
+//     the temporary file is synced ("atomicfile:NAME:synced") and after the
+//     rename ("atomicfile:NAME:renamed") or the link
+//     ("atomicfile:NAME:linked"), for tests.
 package atomicfile
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -47,16 +57,57 @@ const tmpInfix = ".tmp-"
 // with mode perm, synced and renamed over path, and then the directory is
 // synced so that the rename itself is durable. On error the temporary file
 // is removed.
-func WriteFile(path string, data []byte, perm os.FileMode) (err error) {
-	dir, base := filepath.Split(path)
+func WriteFile(path string, data []byte, perm os.FileMode) error {
+	dir, base, tmp, err := writeTemp(path, data, perm)
+	if err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("atomicfile: writing %s: %w", path, err)
+	}
+	crashpoint.Hit("atomicfile:" + base + ":renamed")
+	if err := syncDir(dir); err != nil {
+		return fmt.Errorf("atomicfile: writing %s: %w", path, err)
+	}
+	return nil
+}
+
+// WriteNew is WriteFile for a file that must not exist yet: the synced
+// temporary file is hard-linked to path (a link, unlike a rename, never
+// replaces a file), so that of two processes writing path at once exactly
+// one succeeds. When path exists it fails with an error wrapping
+// fs.ErrExist and leaves path as it was.
+func WriteNew(path string, data []byte, perm os.FileMode) error {
+	dir, base, tmp, err := writeTemp(path, data, perm)
+	if err != nil {
+		return err
+	}
+	err = os.Link(tmp, path)
+	os.Remove(tmp)
+	if err != nil {
+		return fmt.Errorf("atomicfile: writing %s: %w", path, err)
+	}
+	crashpoint.Hit("atomicfile:" + base + ":linked")
+	if err := syncDir(dir); err != nil {
+		return fmt.Errorf("atomicfile: writing %s: %w", path, err)
+	}
+	return nil
+}
+
+// writeTemp writes data to a new temporary file beside path with mode perm
+// and syncs it. It returns path's directory and base name and the
+// temporary file's path; on error it removes the temporary file.
+func writeTemp(path string, data []byte, perm os.FileMode) (dir, base, tmp string, err error) {
+	dir, base = filepath.Split(path)
 	if dir == "" {
 		dir = "."
 	}
 	f, err := os.CreateTemp(dir, "."+base+tmpInfix+"*")
 	if err != nil {
-		return fmt.Errorf("atomicfile: %w", err)
+		return "", "", "", fmt.Errorf("atomicfile: %w", err)
 	}
-	tmp := f.Name()
+	tmp = f.Name()
 	defer func() {
 		if err != nil {
 			f.Close()
@@ -65,23 +116,35 @@ func WriteFile(path string, data []byte, perm os.FileMode) (err error) {
 		}
 	}()
 	if err = f.Chmod(perm); err != nil {
-		return err
+		return "", "", "", err
 	}
 	if _, err = f.Write(data); err != nil {
-		return err
+		return "", "", "", err
 	}
 	if err = f.Sync(); err != nil {
-		return err
+		return "", "", "", err
 	}
 	if err = f.Close(); err != nil {
-		return err
+		return "", "", "", err
 	}
 	crashpoint.Hit("atomicfile:" + base + ":synced")
-	if err = os.Rename(tmp, path); err != nil {
-		return err
+	return dir, base, tmp, nil
+}
+
+// Remove removes path durably: the directory is synced after the removal.
+// Removing a file that does not exist is not an error.
+func Remove(path string) error {
+	if err := os.Remove(path); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return fmt.Errorf("atomicfile: %w", err)
 	}
-	crashpoint.Hit("atomicfile:" + base + ":renamed")
-	return syncDir(dir)
+	dir := filepath.Dir(path)
+	if err := syncDir(dir); err != nil {
+		return fmt.Errorf("atomicfile: removing %s: %w", path, err)
+	}
+	return nil
 }
 
 // syncDir makes the entries of dir durable.
@@ -90,8 +153,11 @@ func syncDir(dir string) error {
 	if err != nil {
 		return err
 	}
-	defer d.Close()
-	return d.Sync()
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // IsTemp reports whether name (a base name) is that of a temporary file of

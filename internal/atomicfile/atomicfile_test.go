@@ -2,6 +2,7 @@ package atomicfile_test
 
 import (
 	"errors"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -54,6 +55,82 @@ func TestWriteFile(t *testing.T) {
 		}
 		assertNoTemp(t, dir)
 	})
+}
+
+func TestWriteNew(t *testing.T) {
+	t.Run("WritesOnce", func(t *testing.T) {
+		p := filepath.Join(t.TempDir(), "key")
+		if err := atomicfile.WriteNew(p, []byte("first"), 0o640); err != nil {
+			t.Fatal(err)
+		}
+		err := atomicfile.WriteNew(p, []byte("second"), 0o600)
+		if !errors.Is(err, fs.ErrExist) {
+			t.Fatalf("WriteNew over an existing file: got %v, want fs.ErrExist", err)
+		}
+		got, err := os.ReadFile(p)
+		if err != nil || string(got) != "first" {
+			t.Fatalf("content: got %q, %v, want the first write kept", got, err)
+		}
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fi.Mode().Perm(); got != 0o640 {
+			t.Fatalf("mode: got %04o, want 0640", got)
+		}
+		assertNoTemp(t, filepath.Dir(p))
+	})
+
+	t.Run("OneOfManyWins", func(t *testing.T) {
+		p := filepath.Join(t.TempDir(), "key")
+		const writers = 8
+		errs := make(chan error, writers)
+		for i := range writers {
+			go func() { errs <- atomicfile.WriteNew(p, []byte{byte('a' + i)}, 0o600) }()
+		}
+		won := 0
+		for range writers {
+			switch err := <-errs; {
+			case err == nil:
+				won++
+			case !errors.Is(err, fs.ErrExist):
+				t.Fatalf("a losing writer: got %v, want fs.ErrExist", err)
+			}
+		}
+		if won != 1 {
+			t.Fatalf("%d writers succeeded, want 1", won)
+		}
+		assertNoTemp(t, filepath.Dir(p))
+	})
+
+	t.Run("MissingDirectory", func(t *testing.T) {
+		p := filepath.Join(t.TempDir(), "no", "key")
+		if err := atomicfile.WriteNew(p, []byte("x"), 0o600); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("got %v, want fs.ErrNotExist", err)
+		}
+	})
+}
+
+func TestRemove(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "f")
+	if err := atomicfile.WriteFile(p, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := atomicfile.Remove(p); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(p); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("after Remove: %v, want the file gone", err)
+	}
+	if err := atomicfile.Remove(p); err != nil {
+		t.Fatalf("removing an absent file: got %v, want nil", err)
+	}
+	if err := os.WriteFile(filepath.Join(filepath.Dir(p), "other"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := atomicfile.Remove(filepath.Dir(p)); err == nil {
+		t.Fatal("removing a non-empty directory: got nil, want an error")
+	}
 }
 
 func TestRemoveStale(t *testing.T) {
@@ -110,7 +187,11 @@ func TestHelperWrite(t *testing.T) {
 	if p == "" {
 		t.Skip("helper process for TestCrash")
 	}
-	if err := atomicfile.WriteFile(p, []byte("new"), 0o600); err != nil {
+	write := atomicfile.WriteFile
+	if os.Getenv("ATOMICFILE_TEST_NEW") != "" {
+		write = atomicfile.WriteNew
+	}
+	if err := write(p, []byte("new"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	os.Exit(0)
@@ -119,30 +200,49 @@ func TestHelperWrite(t *testing.T) {
 // TestCrash kills a writer at each crash point: the file holds the old or the
 // new content, whole, and RemoveStale cleans what the writer left.
 func TestCrash(t *testing.T) {
-	for _, tc := range []struct{ point, want string }{
-		{"atomicfile:f:synced", "old"},
-		{"atomicfile:f:renamed", "new"},
+	for _, tc := range []struct {
+		point, want string
+		new         bool // WriteNew of a file that did not exist
+	}{
+		{"atomicfile:f:synced", "old", false},
+		{"atomicfile:f:renamed", "new", false},
+		{"atomicfile:f:synced", "", true},
+		{"atomicfile:f:linked", "new", true},
 	} {
-		t.Run(tc.point, func(t *testing.T) {
+		name := tc.point
+		if tc.new {
+			name = "WriteNew/" + name
+		}
+		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
 			p := filepath.Join(dir, "f")
-			if err := atomicfile.WriteFile(p, []byte("old"), 0o600); err != nil {
+			env := []string{"ATOMICFILE_TEST_PATH=" + p, crashpoint.EnvVar + "=" + tc.point}
+			if tc.new {
+				env = append(env, "ATOMICFILE_TEST_NEW=1")
+			} else if err := atomicfile.WriteFile(p, []byte("old"), 0o600); err != nil {
 				t.Fatal(err)
 			}
 			cmd := exec.Command(os.Args[0], "-test.run=^TestHelperWrite$")
-			cmd.Env = append(os.Environ(), "ATOMICFILE_TEST_PATH="+p, crashpoint.EnvVar+"="+tc.point)
+			cmd.Env = append(os.Environ(), env...)
 			out, err := cmd.CombinedOutput()
 			var ee *exec.ExitError
 			if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
 				t.Fatalf("writer with %s: got %v, want killed by SIGKILL; output:\n%s", tc.point, err, out)
 			}
-			if got, err := os.ReadFile(p); err != nil || string(got) != tc.want {
+			got, err := os.ReadFile(p)
+			if tc.want == "" {
+				if !errors.Is(err, fs.ErrNotExist) {
+					t.Fatalf("after a crash at %s: got %q, %v, want no file", tc.point, got, err)
+				}
+			} else if err != nil || string(got) != tc.want {
 				t.Fatalf("after a crash at %s: got %q, %v, want %q", tc.point, got, err, tc.want)
 			}
 			removed, err := atomicfile.RemoveStale(dir)
 			if err != nil {
 				t.Fatal(err)
 			}
+			// WriteNew removes its temporary name before the link's
+			// crash point.
 			if wantRemoved := tc.point == "atomicfile:f:synced"; (len(removed) == 1) != wantRemoved {
 				t.Fatalf("RemoveStale after a crash at %s: removed %q", tc.point, removed)
 			}
