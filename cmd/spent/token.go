@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/spentledger/spent"
+	"github.com/spentledger/spent/internal/problem"
 	"github.com/spentledger/spent/privacypass"
 )
 
@@ -289,7 +290,10 @@ func tokenPresent(out io.Writer, hc *http.Client, req *http.Request, asJSON bool
 		return tokenError(err)
 	}
 	var p privacypass.Problem
-	isProblem := strings.HasPrefix(resp.Header.Get("Content-Type"), "application/problem+json") && json.Unmarshal(body, &p) == nil
+	doc, isProblem := problem.Read(resp.Header, body)
+	if isProblem {
+		p = privacypass.Problem{Type: doc.Type, Title: doc.Title, Detail: doc.Detail, Code: doc.Code}
+	}
 	if asJSON {
 		v := tokenPresentJSON{Status: resp.StatusCode, Code: p.Code}
 		if json.Valid(body) {
