@@ -12,7 +12,7 @@ import (
 )
 
 // resultBytes sums the result bytes a batch answer carries.
-func resultBytes(res []spent.Result) int {
+func resultBytes(res []spent.Answer) int {
 	n := 0
 	for i := range res {
 		n += len(res[i].Record.Result)
@@ -26,7 +26,7 @@ type countingStore struct {
 	claimed int
 }
 
-func (s *countingStore) ClaimBatch(ctx context.Context, ops []spent.ClaimOp) ([]spent.ClaimResult, error) {
+func (s *countingStore) ClaimBatch(ctx context.Context, ops []spent.ClaimOp) ([]spent.ClaimAnswer, error) {
 	res, err := s.Store.ClaimBatch(ctx, ops)
 	for i := range res {
 		if !res[i].Inserted {
@@ -120,7 +120,7 @@ func TestClaimBatchBudgetCases(t *testing.T) {
 		{spent.Replayed, 300, false}, {spent.Replayed, 0, true}, {spent.Replayed, 0, true}, {spent.Replayed, 1, false},
 		{spent.Fresh, 0, false}, {spent.InProgress, 0, false},
 	}
-	check := func(t *testing.T, res []spent.Result) {
+	check := func(t *testing.T, res []spent.Answer) {
 		t.Helper()
 		if len(res) != len(want) {
 			t.Fatalf("results: got %d, want %d", len(res), len(want))

@@ -13,11 +13,11 @@ import (
 )
 
 func TestPolicyValidate(t *testing.T) {
-	good := spent.Policy{Mode: spent.ModeEcho, Retention: time.Hour, Lease: time.Minute, OnLeaseExpiry: spent.Hold}
+	good := spent.Policy{Mode: spent.ModeEcho, Retention: time.Hour, Lease: time.Minute, OnLeaseExpiry: spent.LeaseExpiryHold}
 	valid := map[string]func(*spent.Policy){
 		"Default":              func(p *spent.Policy) { *p = spent.DefaultPolicy() },
 		"EchoHold":             func(p *spent.Policy) {},
-		"RefuseRetake":         func(p *spent.Policy) { p.Mode, p.OnLeaseExpiry = spent.ModeRefuse, spent.Retake },
+		"RefuseRetake":         func(p *spent.Policy) { p.Mode, p.OnLeaseExpiry = spent.ModeRefuse, spent.LeaseExpiryRetake },
 		"LeaseEqualsRetention": func(p *spent.Policy) { p.Lease = p.Retention },
 		"StoreRawKeyInEcho":    func(p *spent.Policy) { p.StoreRawKey = true },
 	}
@@ -106,7 +106,7 @@ func TestConfigValidate(t *testing.T) {
 
 func TestPolicyErrorNamesNamespace(t *testing.T) {
 	cfg := testConfig(storetest.NewClock(testEpoch))
-	cfg.Namespaces["broken"] = spent.Policy{Mode: spent.ModeEcho, Retention: time.Hour, Lease: 2 * time.Hour, OnLeaseExpiry: spent.Hold}
+	cfg.Namespaces["broken"] = spent.Policy{Mode: spent.ModeEcho, Retention: time.Hour, Lease: 2 * time.Hour, OnLeaseExpiry: spent.LeaseExpiryHold}
 	err := cfg.Validate()
 	if err == nil || !strings.Contains(err.Error(), `"broken"`) {
 		t.Fatalf("Validate: got %v, want an error naming namespace %q", err, "broken")
@@ -130,7 +130,7 @@ func TestLedgerAccessors(t *testing.T) {
 		t.Fatalf("Namespaces: got %v, want [%s %s]", got, nsEcho, nsRefuse)
 	}
 	p, ok := f.ledger.Policy(nsRefuse)
-	if !ok || p.Mode != spent.ModeRefuse || p.OnLeaseExpiry != spent.Retake {
+	if !ok || p.Mode != spent.ModeRefuse || p.OnLeaseExpiry != spent.LeaseExpiryRetake {
 		t.Fatalf("Policy(%s): got %+v, %v, want refuse/retake, true", nsRefuse, p, ok)
 	}
 	if _, ok := f.ledger.Policy("nowhere"); ok {

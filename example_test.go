@@ -18,7 +18,7 @@ func exampleLedger() *spent.Ledger {
 	cfg.Secret = []byte("an example secret of at least 32 bytes")
 	cfg.Namespaces = map[string]spent.Policy{
 		"payments": spent.DefaultPolicy(),
-		"tickets":  {Mode: spent.ModeRefuse, Retention: 72 * time.Hour, Lease: 10 * time.Second, OnLeaseExpiry: spent.Hold},
+		"tickets":  {Mode: spent.ModeRefuse, Retention: 72 * time.Hour, Lease: 10 * time.Second, OnLeaseExpiry: spent.LeaseExpiryHold},
 	}
 	cfg.Now = func() time.Time { return time.Date(2030, 1, 1, 9, 0, 0, 0, time.UTC) }
 	l, err := spent.NewLedger(context.Background(), inmem.New(), cfg)
@@ -35,7 +35,7 @@ func ExampleNewLedger() {
 		Mode:          spent.ModeRefuse,
 		Retention:     72 * time.Hour,
 		Lease:         10 * time.Second,
-		OnLeaseExpiry: spent.Hold,
+		OnLeaseExpiry: spent.LeaseExpiryHold,
 	}
 	// In production, open the embedded pebble store instead.
 	l, err := spent.NewLedger(context.Background(), inmem.New(), cfg)

@@ -55,16 +55,16 @@ func TestHashKeyDependsOnSecret(t *testing.T) {
 
 func TestStoreSeesOnlyHashes(t *testing.T) {
 	f := mustOpen(t, func(cfg *spent.Config) {
-		cfg.Namespaces["raw"] = spent.Policy{Mode: spent.ModeEcho, Retention: time.Hour, Lease: time.Second, OnLeaseExpiry: spent.Hold, StoreRawKey: true}
+		cfg.Namespaces["raw"] = spent.Policy{Mode: spent.ModeEcho, Retention: time.Hour, Lease: time.Second, OnLeaseExpiry: spent.LeaseExpiryHold, StoreRawKey: true}
 	})
 	for _, tc := range []struct {
 		ns, raw string
 	}{{nsEcho, ""}, {nsRefuse, ""}, {"raw", "key-1"}} {
 		r := f.claim(t, spent.Claim{Namespace: tc.ns, Key: "key-1", Result: []byte("r")})
-		if r.Record.Key != f.ledger.HashKey(tc.ns, "key-1") {
-			t.Fatalf("%s: record key: got %v, want HashKey", tc.ns, r.Record.Key)
+		if r.Record.Hash != f.ledger.HashKey(tc.ns, "key-1") {
+			t.Fatalf("%s: record key: got %v, want HashKey", tc.ns, r.Record.Hash)
 		}
-		stored, err := f.store.Get(context.Background(), r.Record.Key, f.clock.Now())
+		stored, err := f.store.Get(context.Background(), r.Record.Hash, f.clock.Now())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -36,8 +36,8 @@ func testConfig(clock *storetest.Clock) spent.Config {
 	cfg.Now = clock.Now
 	cfg.MaxResult = testMaxRes
 	cfg.Namespaces = map[string]spent.Policy{
-		nsEcho:   {Mode: spent.ModeEcho, Retention: time.Hour, Lease: testLease, OnLeaseExpiry: spent.Hold},
-		nsRefuse: {Mode: spent.ModeRefuse, Retention: time.Hour, Lease: testLease, OnLeaseExpiry: spent.Retake},
+		nsEcho:   {Mode: spent.ModeEcho, Retention: time.Hour, Lease: testLease, OnLeaseExpiry: spent.LeaseExpiryHold},
+		nsRefuse: {Mode: spent.ModeRefuse, Retention: time.Hour, Lease: testLease, OnLeaseExpiry: spent.LeaseExpiryRetake},
 	}
 	return cfg
 }
@@ -66,7 +66,7 @@ func mustOpen(tb testing.TB, mods ...func(*spent.Config)) *fixture {
 	return f
 }
 
-func (f *fixture) claim(tb testing.TB, c spent.Claim) spent.Result {
+func (f *fixture) claim(tb testing.TB, c spent.Claim) spent.Answer {
 	tb.Helper()
 	r, err := f.ledger.Claim(context.Background(), c)
 	if err != nil {
@@ -82,7 +82,7 @@ func wantCode(tb testing.TB, what string, err error, want string) {
 	}
 }
 
-func wantOutcome(tb testing.TB, what string, r spent.Result, want spent.Outcome) {
+func wantOutcome(tb testing.TB, what string, r spent.Answer, want spent.Outcome) {
 	tb.Helper()
 	if r.Outcome != want {
 		tb.Fatalf("%s: got %v, want %v", what, r.Outcome, want)

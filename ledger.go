@@ -259,7 +259,7 @@ func (l *Ledger) prepare(ctx context.Context, c *Claim, now time.Time) (ClaimOp,
 	}
 	rec := Record{
 		Namespace:   c.Namespace,
-		Key:         l.HashKey(c.Namespace, c.Key),
+		Hash:        l.HashKey(c.Namespace, c.Key),
 		FirstSeen:   now,
 		Place:       c.Place,
 		Fingerprint: c.Fingerprint,
@@ -279,16 +279,16 @@ func (l *Ledger) prepare(ctx context.Context, c *Claim, now time.Time) (ClaimOp,
 			rec.LeaseUntil = exp
 		}
 	}
-	return ClaimOp{Record: rec, Now: now, Retake: p.OnLeaseExpiry == Retake, Early: c.Early && c.Result == nil}, p, nil
+	return ClaimOp{Record: rec, Now: now, Retake: p.OnLeaseExpiry == LeaseExpiryRetake, Early: c.Early && c.Result == nil}, p, nil
 }
 
 // answer turns a store's answer into an outcome under policy p.
-func answer(p Policy, c *Claim, op *ClaimOp, res ClaimResult) Result {
+func answer(p Policy, c *Claim, op *ClaimOp, res ClaimAnswer) Answer {
 	if res.Inserted {
-		return Result{Outcome: Fresh, Record: res.Record}
+		return Answer{Outcome: Fresh, Record: res.Record}
 	}
 	r := res.Record
-	out := Result{Record: r}
+	out := Answer{Record: r}
 	if p.Mode == ModeEcho && !sameFingerprint(r.Fingerprint, c.Fingerprint) {
 		out.Outcome = Mismatch
 		out.Record.Result = nil
@@ -319,11 +319,11 @@ func sameFingerprint(a, b []byte) bool { return bytes.Equal(a, b) }
 // are returned as EUnavailable errors, never fresh (invariant 5 in
 // docs/concepts.md); a failed write that may have committed is read back
 // first (invariant 8).
-func (l *Ledger) Claim(ctx context.Context, c Claim) (Result, error) {
+func (l *Ledger) Claim(ctx context.Context, c Claim) (Answer, error) {
 	now := l.cfg.Now()
 	op, p, err := l.prepare(ctx, &c, now)
 	if err != nil {
-		return Result{}, err
+		return Answer{}, err
 	}
 	res, err := l.store.Claim(ctx, op)
 	if err != nil {
@@ -339,12 +339,12 @@ func (l *Ledger) Claim(ctx context.Context, c Claim) (Result, error) {
 // read reads the key back; it may leave out a long result (ResultOmitted),
 // whose length resolve returns.
 func (l *Ledger) resolve(ctx context.Context, p Policy, c *Claim, op *ClaimOp, cause error,
-	read func(context.Context, *ClaimOp) (ClaimResult, error)) (Result, int, error) {
+	read func(context.Context, *ClaimOp) (ClaimAnswer, error)) (Answer, int, error) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	got, err := read(rctx, op)
 	if err != nil {
-		return Result{}, 0, &Error{Code: EUnavailable, Message: "claim failed and could not be read back", Err: cause}
+		return Answer{}, 0, &Error{Code: EUnavailable, Message: "claim failed and could not be read back", Err: cause}
 	}
 	r := got.Record
 	if r.Seq == op.Record.Seq {
@@ -352,18 +352,18 @@ func (l *Ledger) resolve(ctx context.Context, p Policy, c *Claim, op *ClaimOp, c
 			// The record is the op's own: its result is the op's.
 			r.Result = op.Record.Result
 		}
-		return Result{Outcome: Fresh, Record: r}, 0, nil
+		return Answer{Outcome: Fresh, Record: r}, 0, nil
 	}
 	if FreeAt(&r, op.Now, op.Retake) {
-		return Result{}, 0, &Error{Code: EUnavailable, Message: "claim failed; key still free, retry", Err: cause}
+		return Answer{}, 0, &Error{Code: EUnavailable, Message: "claim failed; key still free, retry", Err: cause}
 	}
 	return answer(p, c, op, got), got.ResultLen, nil
 }
 
 // readBack reads op's key back, result and all.
-func (l *Ledger) readBack(ctx context.Context, op *ClaimOp) (ClaimResult, error) {
-	r, err := l.store.Get(ctx, op.Record.Key, op.Now)
-	return ClaimResult{Record: r}, err
+func (l *Ledger) readBack(ctx context.Context, op *ClaimOp) (ClaimAnswer, error) {
+	r, err := l.store.Get(ctx, op.Record.Hash, op.Now)
+	return ClaimAnswer{Record: r}, err
 }
 
 // ClaimBatch answers each claim in order, as Claim would, with everything
@@ -375,9 +375,9 @@ func (l *Ledger) readBack(ctx context.Context, op *ClaimOp) (ClaimResult, error)
 // ([ClaimOp].ResultLimit), and the replays whose result was left out are
 // then filled in order, reading each key once, while the answer's total
 // stays within the budget. Replays still without their result are marked
-// [Result].ResultOmitted. Repeats of one key in the answer share the bytes
+// [Answer].ResultOmitted. Repeats of one key in the answer share the bytes
 // of its result.
-func (l *Ledger) ClaimBatch(ctx context.Context, cs []Claim) ([]Result, error) {
+func (l *Ledger) ClaimBatch(ctx context.Context, cs []Claim) ([]Answer, error) {
 	if len(cs) > MaxBatch {
 		return nil, Errorf(ETooLarge, "batch of %d claims: at most %d", len(cs), MaxBatch)
 	}
@@ -398,15 +398,15 @@ func (l *Ledger) ClaimBatch(ctx context.Context, cs []Claim) ([]Result, error) {
 		op.ResultLimit = limit
 		ops[i], pols[i] = op, p
 	}
-	out := make([]Result, len(cs))
+	out := make([]Answer, len(cs))
 	omitted := make([]int, len(cs)) // the length of each result left out
 	res, cause := l.store.ClaimBatch(ctx, ops)
 	if cause != nil {
 		// Read each key back once, leaving out long results as the
 		// store would have.
-		seen := make(map[Hash]ClaimResult)
-		read := func(ctx context.Context, op *ClaimOp) (ClaimResult, error) {
-			if got, ok := seen[op.Record.Key]; ok {
+		seen := make(map[Hash]ClaimAnswer)
+		read := func(ctx context.Context, op *ClaimOp) (ClaimAnswer, error) {
+			if got, ok := seen[op.Record.Hash]; ok {
 				return got, nil
 			}
 			got, err := l.readBack(ctx, op)
@@ -414,7 +414,7 @@ func (l *Ledger) ClaimBatch(ctx context.Context, cs []Claim) ([]Result, error) {
 				return got, err
 			}
 			got = LimitResult(got, limit)
-			seen[op.Record.Key] = got
+			seen[op.Record.Hash] = got
 			return got, nil
 		}
 		for i := range cs {
@@ -443,7 +443,7 @@ func (l *Ledger) ClaimBatch(ctx context.Context, cs []Claim) ([]Result, error) {
 // while it fits, else dropped; a result the store left out (omitted[i] is
 // its length) is read, once per key, while it fits. Replays left without
 // their result are marked ResultOmitted.
-func (l *Ledger) fitResults(ctx context.Context, now time.Time, out []Result, omitted []int) {
+func (l *Ledger) fitResults(ctx context.Context, now time.Time, out []Answer, omitted []int) {
 	budget := l.cfg.MaxBatchResult
 	total := 0
 	read := make(map[Hash][]byte)
@@ -465,10 +465,10 @@ func (l *Ledger) fitResults(ctx context.Context, now time.Time, out []Result, om
 		if total+n > budget {
 			continue
 		}
-		b, ok := read[r.Record.Key]
+		b, ok := read[r.Record.Hash]
 		if !ok {
 			b = l.readResult(ctx, &r.Record, now)
-			read[r.Record.Key] = b
+			read[r.Record.Hash] = b
 		}
 		if b != nil && len(b) == n {
 			r.Record.Result, r.ResultOmitted = b, false
@@ -482,7 +482,7 @@ func (l *Ledger) fitResults(ctx context.Context, now time.Time, out []Result, om
 // record by now (the caller then leaves the result out, for its reader to
 // read with Get).
 func (l *Ledger) readResult(ctx context.Context, rec *Record, now time.Time) []byte {
-	r, err := l.store.Get(ctx, rec.Key, now)
+	r, err := l.store.Get(ctx, rec.Hash, now)
 	if err != nil || r.Seq != rec.Seq || r.State != StateComplete || r.Result == nil {
 		return nil
 	}
@@ -582,7 +582,7 @@ func (l *Ledger) Complete(ctx context.Context, c Completion) (Record, error) {
 		// result already stored: that is success, not a conflict.
 		return r, nil
 	}
-	rec, err := l.store.Complete(ctx, r.Key, r.Seq, result, now)
+	rec, err := l.store.Complete(ctx, r.Hash, r.Seq, result, now)
 	if err != nil {
 		return Record{}, storeError(err)
 	}
@@ -602,7 +602,7 @@ func (l *Ledger) Release(ctx context.Context, rel Release) error {
 	if err != nil {
 		return err
 	}
-	return storeError(l.store.Release(ctx, r.Key, r.Seq, now))
+	return storeError(l.store.Release(ctx, r.Hash, r.Seq, now))
 }
 
 // Get returns the live record of key in namespace, or an ENotFound error.
@@ -628,20 +628,20 @@ func (l *Ledger) Get(ctx context.Context, namespace, key string) (Record, error)
 // which must be after the ledger's now. Scopes need no configuration; they
 // keep unrelated counters apart. Over the limit, Added is false and no error
 // is returned: the caller decides what that means (a 429, say).
-func (l *Ledger) Count(ctx context.Context, scope, key string, limit uint64, expiresAt time.Time) (CountResult, error) {
+func (l *Ledger) Count(ctx context.Context, scope, key string, limit uint64, expiresAt time.Time) (CountAnswer, error) {
 	if err := checkKey(key); err != nil {
-		return CountResult{}, err
+		return CountAnswer{}, err
 	}
 	if len(scope) > MaxKeyLen {
-		return CountResult{}, Errorf(EKeyTooLong, "counter scope of %d bytes: at most %d", len(scope), MaxKeyLen)
+		return CountAnswer{}, Errorf(EKeyTooLong, "counter scope of %d bytes: at most %d", len(scope), MaxKeyLen)
 	}
 	now := l.cfg.Now()
 	if !expiresAt.After(now) {
-		return CountResult{}, Errorf(EInvalid, "counter expiry %s is not after now (%s)", expiresAt.Format(time.RFC3339Nano), now.Format(time.RFC3339Nano))
+		return CountAnswer{}, Errorf(EInvalid, "counter expiry %s is not after now (%s)", expiresAt.Format(time.RFC3339Nano), now.Format(time.RFC3339Nano))
 	}
 	res, err := l.store.Count(ctx, CountOp{Key: l.HashKey(scope, key), Limit: limit, ExpiresAt: expiresAt, Now: now})
 	if err != nil {
-		return CountResult{}, storeError(err)
+		return CountAnswer{}, storeError(err)
 	}
 	return res, nil
 }
@@ -655,7 +655,7 @@ func (l *Ledger) Unknown(ctx context.Context, namespace string, limit int) ([]Re
 		if err != nil {
 			return nil, err
 		}
-		if p.OnLeaseExpiry != Hold {
+		if p.OnLeaseExpiry != LeaseExpiryHold {
 			return nil, nil
 		}
 	}
@@ -669,7 +669,7 @@ func (l *Ledger) Unknown(ctx context.Context, namespace string, limit int) ([]Re
 		// namespaces (which are not unknown outcomes) never fill the page.
 		names = names[:0]
 		for _, n := range l.Namespaces() {
-			if l.cfg.Namespaces[n].OnLeaseExpiry == Hold {
+			if l.cfg.Namespaces[n].OnLeaseExpiry == LeaseExpiryHold {
 				names = append(names, n)
 			}
 		}

@@ -70,7 +70,7 @@ func TestPurge(t *testing.T) {
 	const retired = 2*spent.PurgeBatch + 500
 	for i := range retired {
 		h := f.ledger.HashKey("retired", fmt.Sprint(i))
-		rec := spent.Record{Namespace: "retired", Key: h, FirstSeen: testEpoch, State: spent.StateComplete,
+		rec := spent.Record{Namespace: "retired", Hash: h, FirstSeen: testEpoch, State: spent.StateComplete,
 			Result: []byte{}, ExpiresAt: testEpoch.Add(time.Hour), Seq: spent.Seq{Node: 9, Counter: uint64(i + 1)}}
 		if _, err := f.store.Claim(ctx, spent.ClaimOp{Record: rec, Now: testEpoch}); err != nil {
 			t.Fatal(err)
@@ -125,13 +125,13 @@ func TestCompleteByHash(t *testing.T) {
 	ctx := context.Background()
 	r := f.claim(t, spent.Claim{Namespace: nsEcho, Key: "k"})
 	// While the lease runs, the hash alone addresses the record.
-	rec, err := f.ledger.Complete(ctx, spent.Completion{Namespace: nsEcho, Hash: r.Record.Key, Result: []byte("r")})
+	rec, err := f.ledger.Complete(ctx, spent.Completion{Namespace: nsEcho, Hash: r.Record.Hash, Result: []byte("r")})
 	if err != nil || rec.Seq != r.Record.Seq {
 		t.Fatalf("Complete by hash: got %v, %v, want the record %v", rec.Seq, err, r.Record.Seq)
 	}
 	// The key wins over the hash when both are given.
 	p := f.claim(t, spent.Claim{Namespace: nsEcho, Key: "p"})
-	_, err = f.ledger.Complete(ctx, spent.Completion{Namespace: nsEcho, Key: "p", Hash: r.Record.Key, Seq: p.Record.Seq, Result: []byte("r")})
+	_, err = f.ledger.Complete(ctx, spent.Completion{Namespace: nsEcho, Key: "p", Hash: r.Record.Hash, Seq: p.Record.Seq, Result: []byte("r")})
 	wantCode(t, "Complete by key with another hash", err, "")
 }
 

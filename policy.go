@@ -22,14 +22,24 @@ const (
 // LeaseExpiry says what happens when a pending claim outlives its lease.
 type LeaseExpiry string
 
-// The lease-expiry rules.
+// The lease-expiry rules, prefixed with their type as the modes are.
 const (
-	// Retake lets the next claim take the key over: at-least-once, only for side
-	// effects that are themselves idempotent.
-	Retake LeaseExpiry = "retake"
-	// Hold keeps the record pending as an unknown outcome until an operator
-	// resolves it: at-most-once, the payment rule (state before side effect).
-	Hold LeaseExpiry = "hold"
+	// LeaseExpiryRetake lets the next claim take the key over: at-least-once,
+	// only for side effects that are themselves idempotent.
+	LeaseExpiryRetake LeaseExpiry = "retake"
+	// LeaseExpiryHold keeps the record pending as an unknown outcome until an
+	// operator resolves it: at-most-once, the payment rule (state before side
+	// effect).
+	LeaseExpiryHold LeaseExpiry = "hold"
+)
+
+// The lease-expiry rules' former names, kept so that code written against
+// them still builds.
+const (
+	// Deprecated: Retake is LeaseExpiryRetake.
+	Retake = LeaseExpiryRetake
+	// Deprecated: Hold is LeaseExpiryHold.
+	Hold = LeaseExpiryHold
 )
 
 // Policy is a namespace's behaviour. It is data, not code.
@@ -52,7 +62,7 @@ type Policy struct {
 // DefaultPolicy is the policy of the "default" namespace: echo, 24 h
 // retention (Stripe's), a 30 s lease, hold on lease expiry.
 func DefaultPolicy() Policy {
-	return Policy{Mode: ModeEcho, Retention: 24 * time.Hour, Lease: 30 * time.Second, OnLeaseExpiry: Hold}
+	return Policy{Mode: ModeEcho, Retention: 24 * time.Hour, Lease: 30 * time.Second, OnLeaseExpiry: LeaseExpiryHold}
 }
 
 // Validate refuses unusable or unsafe policies.
@@ -63,7 +73,7 @@ func (p Policy) Validate() error {
 		return fmt.Errorf("mode %q: want echo or refuse", p.Mode)
 	}
 	switch p.OnLeaseExpiry {
-	case Retake, Hold:
+	case LeaseExpiryRetake, LeaseExpiryHold:
 	default:
 		return fmt.Errorf("on_lease_expiry %q: want retake or hold", p.OnLeaseExpiry)
 	}

@@ -150,9 +150,9 @@ func (s *State) UnmarshalText(b []byte) error {
 type Record struct {
 	// Namespace is the namespace the key was claimed in.
 	Namespace string `json:"namespace"`
-	// Key is the keyed hash of the claimed key; the raw key is never stored
+	// Hash is the keyed hash of the claimed key; the raw key is never stored
 	// unless the namespace opts in (see RawKey).
-	Key Hash `json:"hash"`
+	Hash Hash `json:"hash"`
 	// RawKey is the raw key, kept only in echo namespaces whose policy sets
 	// StoreRawKey, so that operators can read it when resolving an unknown
 	// outcome. Empty otherwise.

@@ -75,7 +75,7 @@ func TestStateText(t *testing.T) {
 
 func TestRecordJSONRoundTrip(t *testing.T) {
 	r := spent.Record{
-		Namespace: "echo", Key: spent.Hash{1, 2, 3}, RawKey: "order-1", FirstSeen: testEpoch.Add(123),
+		Namespace: "echo", Hash: spent.Hash{1, 2, 3}, RawKey: "order-1", FirstSeen: testEpoch.Add(123),
 		Place: "gate 3", Fingerprint: fpA, State: spent.StatePending, ExpiresAt: testEpoch.Add(time.Hour),
 		LeaseUntil: testEpoch.Add(time.Minute), Seq: spent.Seq{Node: 3, Counter: 99},
 	}
@@ -87,7 +87,7 @@ func TestRecordJSONRoundTrip(t *testing.T) {
 	if err := json.Unmarshal(b, &back); err != nil {
 		t.Fatal(err)
 	}
-	if back.Key != r.Key || back.Seq != r.Seq || back.State != r.State || !back.FirstSeen.Equal(r.FirstSeen) ||
+	if back.Hash != r.Hash || back.Seq != r.Seq || back.State != r.State || !back.FirstSeen.Equal(r.FirstSeen) ||
 		!back.LeaseUntil.Equal(r.LeaseUntil) || string(back.Fingerprint) != string(r.Fingerprint) || back.RawKey != r.RawKey {
 		t.Fatalf("JSON round trip: got %+v, want %+v", back, r)
 	}

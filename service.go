@@ -40,8 +40,10 @@ type Claim struct {
 	Early bool `json:"-"`
 }
 
-// Result is the answer to a Claim.
-type Result struct {
+// Answer is the ledger's answer to a [Claim]. (In this package "result"
+// means only the bytes a claim stores, [Record].Result; an answer is called
+// an answer: the ledger's Answer, a store's [ClaimAnswer] and [CountAnswer].)
+type Answer struct {
 	// Outcome is fresh, replayed, in_progress, refused or mismatch.
 	Outcome Outcome
 	// Record is the record just written (fresh) or the stored one. On
@@ -90,11 +92,11 @@ type Release struct {
 // Service is what both the in-process [Ledger] and the HTTP client offer.
 type Service interface {
 	// Claim records the first claim of a key or answers from the record.
-	Claim(ctx context.Context, c Claim) (Result, error)
+	Claim(ctx context.Context, c Claim) (Answer, error)
 	// ClaimBatch answers each claim in order; everything is durable on return.
 	// A replayed answer whose result does not fit in the batch's budget
 	// comes without it (Result.ResultOmitted); read it with Get.
-	ClaimBatch(ctx context.Context, cs []Claim) ([]Result, error)
+	ClaimBatch(ctx context.Context, cs []Claim) ([]Answer, error)
 	// Complete stores the result of a fresh two-step claim.
 	Complete(ctx context.Context, c Completion) (Record, error)
 	// Release rolls back a fresh two-step claim.
@@ -105,3 +107,8 @@ type Service interface {
 	// records whose lease ran out. An empty namespace lists all.
 	Unknown(ctx context.Context, namespace string, limit int) ([]Record, error)
 }
+
+// Result is the former name of [Answer].
+//
+// Deprecated: use Answer; "result" now means only the stored bytes.
+type Result = Answer

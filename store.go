@@ -25,7 +25,7 @@ type ClaimOp struct {
 	// ResultLimit, when positive, bounds the result bytes the answer may
 	// carry: a live record found (the op did not insert) whose Result is
 	// longer than ResultLimit is returned without it, with
-	// ClaimResult.ResultOmitted set and ResultLen its length. Zero or less
+	// ClaimAnswer.ResultOmitted set and ResultLen its length. Zero or less
 	// means no limit. It changes only what is returned, never what is
 	// decided or written. The ledger sets it on the ops of a batch, so that
 	// one answer cannot gather many large results (see
@@ -33,8 +33,9 @@ type ClaimOp struct {
 	ResultLimit int
 }
 
-// ClaimResult is a store's answer to a ClaimOp.
-type ClaimResult struct {
+// ClaimAnswer is a store's answer to a [ClaimOp] (the ledger's answer to a
+// claim is an [Answer]).
+type ClaimAnswer struct {
 	// Inserted is true when Record is the record just written.
 	Inserted bool
 	// Record is the record just written, or the live record that prevented the
@@ -53,7 +54,7 @@ type ClaimResult struct {
 // and the result is longer than limit. Stores that hold the result bytes
 // anyway use it; stores that can leave a long result where it is (in the
 // engine, unread) should do so instead.
-func LimitResult(res ClaimResult, limit int) ClaimResult {
+func LimitResult(res ClaimAnswer, limit int) ClaimAnswer {
 	if res.Inserted || limit <= 0 || len(res.Record.Result) <= limit {
 		return res
 	}
@@ -78,8 +79,9 @@ type CountOp struct {
 	Now time.Time
 }
 
-// CountResult is a store's answer to a CountOp.
-type CountResult struct {
+// CountAnswer is a store's answer to a [CountOp], and the ledger's to
+// [Ledger.Count]: the counter after the op.
+type CountAnswer struct {
 	// Value is the counter's value after the op.
 	Value uint64
 	// Added is true when the op added one, false when the counter was
@@ -109,14 +111,14 @@ type Store interface {
 	// (ResultOmitted, ResultLen): the store must not copy those bytes into
 	// the answer, and should not read them out of its engine where the
 	// engine allows.
-	Claim(ctx context.Context, op ClaimOp) (ClaimResult, error)
+	Claim(ctx context.Context, op ClaimOp) (ClaimAnswer, error)
 
 	// ClaimBatch applies each op as Claim does, in order (an op sees the
 	// records of earlier ops on the same key), and returns one result per op.
 	// Each op is atomic on its own; the batch as a whole is not. Everything is
 	// durable when ClaimBatch returns without error. Each op's ResultLimit
 	// applies to its own result, as in Claim.
-	ClaimBatch(ctx context.Context, ops []ClaimOp) ([]ClaimResult, error)
+	ClaimBatch(ctx context.Context, ops []ClaimOp) ([]ClaimAnswer, error)
 
 	// Complete atomically turns the live pending record of key, written with
 	// seq, into a complete record holding result. It returns the updated
@@ -179,7 +181,7 @@ type Store interface {
 	// concurrent Counts on one counter, at most Limit add, counting those
 	// before. The answer is durable on return; an error leaves it unknown.
 	// DeleteExpired forgets expired counters too (and counts them).
-	Count(ctx context.Context, op CountOp) (CountResult, error)
+	Count(ctx context.Context, op CountOp) (CountAnswer, error)
 
 	// Close releases the store. In-flight calls finish or fail with ErrClosed.
 	Close() error
@@ -213,3 +215,13 @@ func OldestLeaseFirst(recs []Record, limit int) []Record {
 	})
 	return recs[:min(len(recs), max(limit, 0))]
 }
+
+// ClaimResult is the former name of [ClaimAnswer].
+//
+// Deprecated: use ClaimAnswer.
+type ClaimResult = ClaimAnswer
+
+// CountResult is the former name of [CountAnswer].
+//
+// Deprecated: use CountAnswer.
+type CountResult = CountAnswer

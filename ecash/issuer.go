@@ -128,7 +128,7 @@ func NamespacePolicies(cfg Config) map[string]spent.Policy {
 	if r := cfg.ChallengeTTL + cfg.Grace; r > ret {
 		ret = r
 	}
-	p := spent.Policy{Mode: spent.ModeEcho, Retention: ret, Lease: 30 * time.Second, OnLeaseExpiry: spent.Hold}
+	p := spent.Policy{Mode: spent.ModeEcho, Retention: ret, Lease: 30 * time.Second, OnLeaseExpiry: spent.LeaseExpiryHold}
 	return map[string]spent.Policy{cfg.SpendNamespace: p, cfg.IssueNamespace: p}
 }
 

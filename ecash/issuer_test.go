@@ -191,9 +191,9 @@ type failing struct {
 	broken atomic.Bool
 }
 
-func (f *failing) Claim(ctx context.Context, op spent.ClaimOp) (spent.ClaimResult, error) {
+func (f *failing) Claim(ctx context.Context, op spent.ClaimOp) (spent.ClaimAnswer, error) {
 	if f.broken.Load() {
-		return spent.ClaimResult{}, errors.New("disk on fire")
+		return spent.ClaimAnswer{}, errors.New("disk on fire")
 	}
 	return f.Store.Claim(ctx, op)
 }

@@ -46,7 +46,7 @@ type batchKey struct {
 // per 125 keys by default; a key that appears k times takes at most k rounds, so
 // each op sees the ops before it. A malformed op rejects the batch before
 // anything is written. On error, some ops may have been written.
-func (s *Store) ClaimBatch(ctx context.Context, ops []spent.ClaimOp) ([]spent.ClaimResult, error) {
+func (s *Store) ClaimBatch(ctx context.Context, ops []spent.ClaimOp) ([]spent.ClaimAnswer, error) {
 	for i := range ops {
 		if err := ops[i].Record.Validate(); err != nil {
 			return nil, fmt.Errorf("etcd: claim batch: op %d: %w", i, err)
@@ -58,7 +58,7 @@ func (s *Store) ClaimBatch(ctx context.Context, ops []spent.ClaimOp) ([]spent.Cl
 	}
 	defer cancel()
 	if len(ops) == 0 {
-		return []spent.ClaimResult{}, nil
+		return []spent.ClaimAnswer{}, nil
 	}
 	out, err := s.claimBatch(ctx, ops)
 	if err != nil {
@@ -67,13 +67,13 @@ func (s *Store) ClaimBatch(ctx context.Context, ops []spent.ClaimOp) ([]spent.Cl
 	return out, nil
 }
 
-func (s *Store) claimBatch(ctx context.Context, ops []spent.ClaimOp) ([]spent.ClaimResult, error) {
-	out := make([]spent.ClaimResult, len(ops))
+func (s *Store) claimBatch(ctx context.Context, ops []spent.ClaimOp) ([]spent.ClaimAnswer, error) {
+	out := make([]spent.ClaimAnswer, len(ops))
 	vals := make([][]byte, len(ops))
 	byHash := make(map[spent.Hash]*batchKey, len(ops))
 	var order []*batchKey
 	for i := range ops {
-		h := ops[i].Record.Key
+		h := ops[i].Record.Hash
 		k, ok := byHash[h]
 		if !ok {
 			k = &batchKey{rk: s.keys.record(h), limit: ops[i].ResultLimit}
@@ -116,20 +116,20 @@ func (s *Store) claimBatch(ctx context.Context, ops []spent.ClaimOp) ([]spent.Cl
 
 // answer is the answer from the live record cur to an op of the key with
 // ResultLimit limit.
-func (k *batchKey) answer(limit int) spent.ClaimResult {
+func (k *batchKey) answer(limit int) spent.ClaimAnswer {
 	if k.omitted > 0 {
 		// Left out because it was longer than every op's limit.
 		c := *k.cur
-		return spent.ClaimResult{Record: c.Clone(), ResultOmitted: true, ResultLen: k.omitted}
+		return spent.ClaimAnswer{Record: c.Clone(), ResultOmitted: true, ResultLen: k.omitted}
 	}
-	res := spent.LimitResult(spent.ClaimResult{Record: *k.cur}, limit)
+	res := spent.LimitResult(spent.ClaimAnswer{Record: *k.cur}, limit)
 	res.Record = res.Record.Clone()
 	return res
 }
 
 // batchRound sends the next op of every key in todo, in transactions cut at
 // MaxTxnOps keys and MaxTxnBytes, batchParallel of them at once.
-func (s *Store) batchRound(ctx context.Context, ops []spent.ClaimOp, vals [][]byte, todo []*batchKey, out []spent.ClaimResult) error {
+func (s *Store) batchRound(ctx context.Context, ops []spent.ClaimOp, vals [][]byte, todo []*batchKey, out []spent.ClaimAnswer) error {
 	var chunks [][]*batchKey
 	start, size := 0, 0
 	for j, k := range todo {
@@ -167,7 +167,7 @@ func (s *Store) batchRound(ctx context.Context, ops []spent.ClaimOp, vals [][]by
 
 // batchTxn sends one transaction holding the next op of every key of chunk
 // and records what it did.
-func (s *Store) batchTxn(ctx context.Context, ops []spent.ClaimOp, vals [][]byte, chunk []*batchKey, out []spent.ClaimResult) error {
+func (s *Store) batchTxn(ctx context.Context, ops []spent.ClaimOp, vals [][]byte, chunk []*batchKey, out []spent.ClaimAnswer) error {
 	type used struct {
 		bucket int64
 		lease  clientv3.LeaseID
@@ -213,7 +213,7 @@ func (s *Store) batchTxn(ctx context.Context, ops []spent.ClaimOp, vals [][]byte
 			}
 			i := k.ops[0]
 			if r.Succeeded {
-				out[i] = spent.ClaimResult{Inserted: true, Record: ops[i].Record.Clone()}
+				out[i] = spent.ClaimAnswer{Inserted: true, Record: ops[i].Record.Clone()}
 				k.known, k.cur, k.omitted, k.rev = true, &ops[i].Record, 0, resp.Header.Revision
 				k.ops = k.ops[1:]
 				continue
@@ -226,7 +226,7 @@ func (s *Store) batchTxn(ctx context.Context, ops []spent.ClaimOp, vals [][]byte
 				k.known, k.cur, k.omitted, k.rev = true, nil, 0, 0
 				continue
 			}
-			cur, omitted, err := decodeRecordLimit(ops[i].Record.Key, kvs[0].Value, k.limit)
+			cur, omitted, err := decodeRecordLimit(ops[i].Record.Hash, kvs[0].Value, k.limit)
 			if err != nil {
 				return err
 			}

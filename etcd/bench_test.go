@@ -37,7 +37,7 @@ func benchOp(rng *rand.Rand, seq uint64) spent.ClaimOp {
 	binary.LittleEndian.PutUint64(h[:8], rng.Uint64())
 	binary.LittleEndian.PutUint64(h[8:], rng.Uint64())
 	return spent.ClaimOp{Now: now, Record: spent.Record{
-		Namespace: "tickets", Key: h, FirstSeen: now, Place: "gate-12",
+		Namespace: "tickets", Hash: h, FirstSeen: now, Place: "gate-12",
 		State: spent.StateComplete, Result: []byte{}, ExpiresAt: now.Add(30 * time.Hour),
 		Seq: spent.Seq{Node: 1, Counter: seq},
 	}}
@@ -148,7 +148,7 @@ func BenchmarkClaim(b *testing.B) {
 			}
 			bareClaim := func(rng *rand.Rand, seq uint64) error {
 				op := benchOp(rng, seq)
-				k := etcd.RecordKey(o.Prefix, op.Record.Key)
+				k := etcd.RecordKey(o.Prefix, op.Record.Hash)
 				_, err := cli.Txn(ctx).
 					If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).
 					Then(clientv3.OpPut(k, string(etcd.EncodeRecord(&op.Record)))).
@@ -184,7 +184,7 @@ func BenchmarkLedgerClaim(b *testing.B) {
 		cfg := spent.DefaultConfig()
 		cfg.Secret = make([]byte, spent.MinSecretLen)
 		cfg.Namespaces = map[string]spent.Policy{"tickets": {
-			Mode: spent.ModeRefuse, Retention: 30 * time.Hour, Lease: time.Minute, OnLeaseExpiry: spent.Hold,
+			Mode: spent.ModeRefuse, Retention: 30 * time.Hour, Lease: time.Minute, OnLeaseExpiry: spent.LeaseExpiryHold,
 		}}
 		l, err := spent.NewLedger(context.Background(), s, cfg)
 		if err != nil {

@@ -79,7 +79,7 @@ func (k keys) pending(r *spent.Record) string {
 	b.WriteString(k.pendingNS(r.Namespace))
 	b.WriteString(hexTime(r.LeaseUntil))
 	fmt.Fprintf(&b, "%08x%016x", r.Seq.Node, r.Seq.Counter)
-	b.WriteString(r.Key.String())
+	b.WriteString(r.Hash.String())
 	return b.String()
 }
 

@@ -36,7 +36,7 @@ func ExampleOpen() {
 	cfg := spent.DefaultConfig()
 	cfg.Secret = []byte("an example secret of at least 32 bytes")
 	cfg.Namespaces = map[string]spent.Policy{"tickets": {
-		Mode: spent.ModeRefuse, Retention: 30 * 24 * time.Hour, Lease: 30 * time.Second, OnLeaseExpiry: spent.Hold,
+		Mode: spent.ModeRefuse, Retention: 30 * 24 * time.Hour, Lease: 30 * time.Second, OnLeaseExpiry: spent.LeaseExpiryHold,
 	}}
 	ledger, err := spent.NewLedger(ctx, store, cfg)
 	if err != nil {

@@ -234,7 +234,7 @@ func TestLeaderKilledUnderLoad(t *testing.T) {
 	cfg := spent.DefaultConfig()
 	cfg.Secret = []byte("leader test secret: 32 bytes or more")
 	cfg.Namespaces = map[string]spent.Policy{leaderNS: {
-		Mode: spent.ModeEcho, Retention: time.Hour, Lease: time.Minute, OnLeaseExpiry: spent.Hold,
+		Mode: spent.ModeEcho, Retention: time.Hour, Lease: time.Minute, OnLeaseExpiry: spent.LeaseExpiryHold,
 	}}
 	cfg.SeqBlock = 64 // reserve often, through the kills too
 	cfg.Now = storetest.NewClock(time.Date(2031, 3, 14, 15, 9, 26, 0, time.UTC)).Now

@@ -99,7 +99,7 @@ func (s *Store) Purge(ctx context.Context, namespace string, limit int) (int, er
 }
 
 func (s *Store) purgeTarget(rec *spent.Record, rev int64) purgeTarget {
-	t := purgeTarget{key: s.keys.record(rec.Key), rev: rev, hash: rec.Key}
+	t := purgeTarget{key: s.keys.record(rec.Hash), rev: rev, hash: rec.Hash}
 	if rec.State == spent.StatePending {
 		t.pending = s.keys.pending(rec)
 	}

@@ -50,7 +50,7 @@ func TestPurge(t *testing.T) {
 			if !r.Inserted {
 				t.Fatalf("op %d: got not inserted, want inserted", i)
 			}
-			hs[i] = r.Record.Key
+			hs[i] = r.Record.Hash
 			if st == s && ns == "A" && r.Record.State == spent.StatePending {
 				pendingA = append(pendingA, r.Record)
 			}
@@ -74,7 +74,7 @@ func TestPurge(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for _, r := range pendingA[:100] {
-			_, err := s.Complete(ctx, r.Key, r.Seq, []byte("done"), t0)
+			_, err := s.Complete(ctx, r.Hash, r.Seq, []byte("done"), t0)
 			if err != nil && !errors.Is(err, spent.ErrNotFound) {
 				t.Errorf("Complete during Purge: %v", err)
 			}

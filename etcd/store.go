@@ -237,31 +237,31 @@ func (s *Store) writeOps(rk string, val []byte, rec *spent.Record, lease clientv
 // on condition that its ModRevision is still the one read, and so on while
 // other writers win. The answer comes after the Raft commit, so it is on the
 // WAL of a majority. An error leaves the outcome unknown.
-func (s *Store) Claim(ctx context.Context, op spent.ClaimOp) (spent.ClaimResult, error) {
+func (s *Store) Claim(ctx context.Context, op spent.ClaimOp) (spent.ClaimAnswer, error) {
 	if err := op.Record.Validate(); err != nil {
-		return spent.ClaimResult{}, fmt.Errorf("etcd: claim: %w", err)
+		return spent.ClaimAnswer{}, fmt.Errorf("etcd: claim: %w", err)
 	}
 	ctx, cancel, err := s.begin(ctx)
 	if err != nil {
-		return spent.ClaimResult{}, fmt.Errorf("etcd: claim: %w", err)
+		return spent.ClaimAnswer{}, fmt.Errorf("etcd: claim: %w", err)
 	}
 	defer cancel()
 	res, err := s.claim(ctx, &op)
 	if err != nil {
-		return spent.ClaimResult{}, s.fail("claim", err)
+		return spent.ClaimAnswer{}, s.fail("claim", err)
 	}
 	return res, nil
 }
 
-func (s *Store) claim(ctx context.Context, op *spent.ClaimOp) (spent.ClaimResult, error) {
-	rk := s.keys.record(op.Record.Key)
+func (s *Store) claim(ctx context.Context, op *spent.ClaimOp) (spent.ClaimAnswer, error) {
+	rk := s.keys.record(op.Record.Hash)
 	val := appendRecord(nil, &op.Record)
 	cmp := clientv3.Compare(clientv3.CreateRevision(rk), "=", 0)
 	var old *spent.Record
 	for range maxAttempts {
 		lease, bucket, err := s.leases.forExpiry(ctx, op.Record.ExpiresAt)
 		if err != nil {
-			return spent.ClaimResult{}, err
+			return spent.ClaimAnswer{}, err
 		}
 		resp, err := s.cli.Txn(ctx).If(cmp).
 			Then(s.writeOps(rk, val, &op.Record, lease, old)...).
@@ -272,10 +272,10 @@ func (s *Store) claim(ctx context.Context, op *spent.ClaimOp) (spent.ClaimResult
 				s.leases.drop(bucket, lease)
 				continue
 			}
-			return spent.ClaimResult{}, err
+			return spent.ClaimAnswer{}, err
 		}
 		if resp.Succeeded {
-			return spent.ClaimResult{Inserted: true, Record: op.Record.Clone()}, nil
+			return spent.ClaimAnswer{Inserted: true, Record: op.Record.Clone()}, nil
 		}
 		kvs := resp.Responses[0].GetResponseRange().Kvs
 		if len(kvs) == 0 {
@@ -285,16 +285,16 @@ func (s *Store) claim(ctx context.Context, op *spent.ClaimOp) (spent.ClaimResult
 			cmp, old = clientv3.Compare(clientv3.CreateRevision(rk), "=", 0), nil
 			continue
 		}
-		cur, omitted, err := decodeRecordLimit(op.Record.Key, kvs[0].Value, op.ResultLimit)
+		cur, omitted, err := decodeRecordLimit(op.Record.Hash, kvs[0].Value, op.ResultLimit)
 		if err != nil {
-			return spent.ClaimResult{}, err
+			return spent.ClaimAnswer{}, err
 		}
 		if !spent.FreeAt(&cur, op.Now, op.Retake) {
-			return spent.ClaimResult{Record: cur, ResultOmitted: omitted > 0, ResultLen: omitted}, nil
+			return spent.ClaimAnswer{Record: cur, ResultOmitted: omitted > 0, ResultLen: omitted}, nil
 		}
 		cmp, old = clientv3.Compare(clientv3.ModRevision(rk), "=", kvs[0].ModRevision), &cur
 	}
-	return spent.ClaimResult{}, ErrContention
+	return spent.ClaimAnswer{}, ErrContention
 }
 
 // read returns the stored record of h with its ModRevision, or ErrNotFound
@@ -485,39 +485,39 @@ func (s *Store) reserveSeq(ctx context.Context, node uint32, n uint64) (uint64, 
 // the key was never created, and a live one is advanced If its ModRevision
 // is still the one read (retried while other counts win). A counter at its
 // limit answers without a write.
-func (s *Store) Count(ctx context.Context, op spent.CountOp) (spent.CountResult, error) {
+func (s *Store) Count(ctx context.Context, op spent.CountOp) (spent.CountAnswer, error) {
 	ctx, cancel, err := s.begin(ctx)
 	if err != nil {
-		return spent.CountResult{}, fmt.Errorf("etcd: count: %w", err)
+		return spent.CountAnswer{}, fmt.Errorf("etcd: count: %w", err)
 	}
 	defer cancel()
 	res, err := s.count(ctx, &op)
 	if err != nil {
-		return spent.CountResult{}, s.fail("count", err)
+		return spent.CountAnswer{}, s.fail("count", err)
 	}
 	return res, nil
 }
 
-func (s *Store) count(ctx context.Context, op *spent.CountOp) (spent.CountResult, error) {
+func (s *Store) count(ctx context.Context, op *spent.CountOp) (spent.CountAnswer, error) {
 	ck := s.keys.counter(op.Key)
-	fresh := spent.CountResult{Value: 1, Added: true, ExpiresAt: op.ExpiresAt}
+	fresh := spent.CountAnswer{Value: 1, Added: true, ExpiresAt: op.ExpiresAt}
 	if op.Limit == 0 {
 		// Nothing can be added: read what there is.
 		resp, err := s.cli.Get(ctx, ck)
 		if err != nil {
-			return spent.CountResult{}, err
+			return spent.CountAnswer{}, err
 		}
 		if len(resp.Kvs) == 0 {
-			return spent.CountResult{ExpiresAt: op.ExpiresAt}, nil
+			return spent.CountAnswer{ExpiresAt: op.ExpiresAt}, nil
 		}
 		c, err := decodeCounter(op.Key, resp.Kvs[0].Value)
 		if err != nil {
-			return spent.CountResult{}, err
+			return spent.CountAnswer{}, err
 		}
 		if !op.Now.Before(c.expiresAt) {
-			return spent.CountResult{ExpiresAt: op.ExpiresAt}, nil
+			return spent.CountAnswer{ExpiresAt: op.ExpiresAt}, nil
 		}
-		return spent.CountResult{Value: c.value, ExpiresAt: c.expiresAt}, nil
+		return spent.CountAnswer{Value: c.value, ExpiresAt: c.expiresAt}, nil
 	}
 	cmp := clientv3.Compare(clientv3.CreateRevision(ck), "=", 0)
 	newVal := string(appendCounter(nil, counter{value: 1, expiresAt: op.ExpiresAt}))
@@ -525,7 +525,7 @@ func (s *Store) count(ctx context.Context, op *spent.CountOp) (spent.CountResult
 		// Create (or recreate over an expired one) a counter holding 1.
 		lease, bucket, err := s.leases.forExpiry(ctx, op.ExpiresAt)
 		if err != nil {
-			return spent.CountResult{}, err
+			return spent.CountAnswer{}, err
 		}
 		resp, err := s.cli.Txn(ctx).If(cmp).
 			Then(clientv3.OpPut(ck, newVal, clientv3.WithLease(lease))).
@@ -536,7 +536,7 @@ func (s *Store) count(ctx context.Context, op *spent.CountOp) (spent.CountResult
 				s.leases.drop(bucket, lease)
 				continue
 			}
-			return spent.CountResult{}, err
+			return spent.CountAnswer{}, err
 		}
 		if resp.Succeeded {
 			return fresh, nil
@@ -545,13 +545,13 @@ func (s *Store) count(ctx context.Context, op *spent.CountOp) (spent.CountResult
 		for len(kvs) == 1 {
 			c, err := decodeCounter(op.Key, kvs[0].Value)
 			if err != nil {
-				return spent.CountResult{}, err
+				return spent.CountAnswer{}, err
 			}
 			if !op.Now.Before(c.expiresAt) {
 				break // expired: recreate it
 			}
 			if c.value >= op.Limit {
-				return spent.CountResult{Value: c.value, ExpiresAt: c.expiresAt}, nil
+				return spent.CountAnswer{Value: c.value, ExpiresAt: c.expiresAt}, nil
 			}
 			c.value++
 			txn, err := s.cli.Txn(ctx).
@@ -560,10 +560,10 @@ func (s *Store) count(ctx context.Context, op *spent.CountOp) (spent.CountResult
 				Else(clientv3.OpGet(ck)).
 				Commit()
 			if err != nil {
-				return spent.CountResult{}, err
+				return spent.CountAnswer{}, err
 			}
 			if txn.Succeeded {
-				return spent.CountResult{Value: c.value, Added: true, ExpiresAt: c.expiresAt}, nil
+				return spent.CountAnswer{Value: c.value, Added: true, ExpiresAt: c.expiresAt}, nil
 			}
 			kvs = txn.Responses[0].GetResponseRange().Kvs
 		}
@@ -573,7 +573,7 @@ func (s *Store) count(ctx context.Context, op *spent.CountOp) (spent.CountResult
 			cmp = clientv3.Compare(clientv3.CreateRevision(ck), "=", 0)
 		}
 	}
-	return spent.CountResult{}, ErrContention
+	return spent.CountAnswer{}, ErrContention
 }
 
 // listPage is how many pending-index keys ListPending reads at once.

@@ -38,7 +38,7 @@ func hashOf(s string) spent.Hash {
 
 func completeOp(key string, seq uint64, now, exp time.Time) spent.ClaimOp {
 	return spent.ClaimOp{Now: now, Record: spent.Record{
-		Namespace: "ns", Key: hashOf(key), FirstSeen: now, Place: "test",
+		Namespace: "ns", Hash: hashOf(key), FirstSeen: now, Place: "test",
 		State: spent.StateComplete, Result: []byte("result of " + key), ExpiresAt: exp,
 		Seq: spent.Seq{Node: 1, Counter: seq},
 	}}
@@ -46,17 +46,17 @@ func completeOp(key string, seq uint64, now, exp time.Time) spent.ClaimOp {
 
 func pendingOp(ns, key string, seq uint64, now, lease, exp time.Time) spent.ClaimOp {
 	return spent.ClaimOp{Now: now, Record: spent.Record{
-		Namespace: ns, Key: hashOf(key), FirstSeen: now, Place: "test",
+		Namespace: ns, Hash: hashOf(key), FirstSeen: now, Place: "test",
 		State: spent.StatePending, ExpiresAt: exp, LeaseUntil: lease,
 		Seq: spent.Seq{Node: 1, Counter: seq},
 	}}
 }
 
-func mustClaim(tb testing.TB, s spent.Store, op spent.ClaimOp) spent.ClaimResult {
+func mustClaim(tb testing.TB, s spent.Store, op spent.ClaimOp) spent.ClaimAnswer {
 	tb.Helper()
 	res, err := s.Claim(context.Background(), op)
 	if err != nil {
-		tb.Fatalf("Claim(%v): %v", op.Record.Key, err)
+		tb.Fatalf("Claim(%v): %v", op.Record.Hash, err)
 	}
 	return res
 }
@@ -89,12 +89,12 @@ func TestOneLeasePerBucket(t *testing.T) {
 	}
 	two := pendingOp("ns", "pending-same-bucket", 100, now, now.Add(time.Minute), time.Unix(end, 0))
 	mustClaim(t, s, two)
-	lease := leaseOf(t, cli, etcd.RecordKey(opts.Prefix, ops[0].Record.Key))
+	lease := leaseOf(t, cli, etcd.RecordKey(opts.Prefix, ops[0].Record.Hash))
 	if lease == clientv3.NoLease {
 		t.Fatal("record without lease, want its bucket's lease")
 	}
 	for _, op := range append(ops, two) {
-		if got := leaseOf(t, cli, etcd.RecordKey(opts.Prefix, op.Record.Key)); got != lease {
+		if got := leaseOf(t, cli, etcd.RecordKey(opts.Prefix, op.Record.Hash)); got != lease {
 			t.Fatalf("record expiring at %v: got lease %x, want the bucket's lease %x", op.Record.ExpiresAt, got, lease)
 		}
 	}
@@ -117,7 +117,7 @@ func TestOneLeasePerBucket(t *testing.T) {
 	// The next bucket has another lease.
 	next := completeOp("next-bucket", 200, now, time.Unix(end, 1))
 	mustClaim(t, s, next)
-	if got := leaseOf(t, cli, etcd.RecordKey(opts.Prefix, next.Record.Key)); got == lease || got == clientv3.NoLease {
+	if got := leaseOf(t, cli, etcd.RecordKey(opts.Prefix, next.Record.Hash)); got == lease || got == clientv3.NoLease {
 		t.Fatalf("record of the next bucket: got lease %x, want a lease other than %x", got, lease)
 	}
 
@@ -126,7 +126,7 @@ func TestOneLeasePerBucket(t *testing.T) {
 	other := MustOpen(t, opts)
 	more := completeOp("other-server", 300, now, base.Add(500*time.Millisecond))
 	mustClaim(t, other, more)
-	if got := leaseOf(t, cli, etcd.RecordKey(opts.Prefix, more.Record.Key)); got != lease {
+	if got := leaseOf(t, cli, etcd.RecordKey(opts.Prefix, more.Record.Hash)); got != lease {
 		t.Fatalf("record of another store in the same bucket: got lease %x, want %x", got, lease)
 	}
 }
@@ -156,10 +156,10 @@ func TestNoLeaseBeyondEtcdMaxTTL(t *testing.T) {
 	s, opts := openFresh(t)
 	far := completeOp("far", 1, t0, time.Date(2500, 1, 1, 0, 0, 0, 0, time.UTC))
 	mustClaim(t, s, far)
-	if got := leaseOf(t, s.Client(), etcd.RecordKey(opts.Prefix, far.Record.Key)); got != clientv3.NoLease {
+	if got := leaseOf(t, s.Client(), etcd.RecordKey(opts.Prefix, far.Record.Hash)); got != clientv3.NoLease {
 		t.Fatalf("record expiring in 2500: got lease %x, want none (beyond etcd's longest TTL)", got)
 	}
-	if _, err := s.Get(context.Background(), far.Record.Key, t0); err != nil {
+	if _, err := s.Get(context.Background(), far.Record.Hash, t0); err != nil {
 		t.Fatalf("Get: %v", err)
 	}
 }
@@ -171,13 +171,13 @@ func TestLostLeaseIsGrantedAgain(t *testing.T) {
 	exp := t0.Add(time.Hour)
 	first := completeOp("first", 1, t0, exp)
 	mustClaim(t, s, first)
-	lease := leaseOf(t, cli, etcd.RecordKey(opts.Prefix, first.Record.Key))
+	lease := leaseOf(t, cli, etcd.RecordKey(opts.Prefix, first.Record.Hash))
 	// Revoke the bucket's lease behind the store's back: etcd forgets the
 	// record and the key that published the lease.
 	if _, err := cli.Revoke(ctx, lease); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Get(ctx, first.Record.Key, t0); !errors.Is(err, spent.ErrNotFound) {
+	if _, err := s.Get(ctx, first.Record.Hash, t0); !errors.Is(err, spent.ErrNotFound) {
 		t.Fatalf("Get after the revoke: got %v, want ErrNotFound", err)
 	}
 	// The store's cache still names the lost lease: the next claims in the
@@ -186,7 +186,7 @@ func TestLostLeaseIsGrantedAgain(t *testing.T) {
 	if res := mustClaim(t, s, second); !res.Inserted {
 		t.Fatal("claim after the lease was lost: got not inserted, want inserted")
 	}
-	got := leaseOf(t, cli, etcd.RecordKey(opts.Prefix, second.Record.Key))
+	got := leaseOf(t, cli, etcd.RecordKey(opts.Prefix, second.Record.Hash))
 	if got == lease || got == clientv3.NoLease {
 		t.Fatalf("record after the lease was lost: got lease %x, want a new one", got)
 	}
@@ -202,7 +202,7 @@ func TestLostLeaseIsGrantedAgain(t *testing.T) {
 		if !r.Inserted {
 			t.Fatalf("batch op %d: got not inserted, want inserted", i)
 		}
-		if _, err := s.Get(ctx, batch[i].Record.Key, t0); err != nil {
+		if _, err := s.Get(ctx, batch[i].Record.Hash, t0); err != nil {
 			t.Fatalf("Get of batch op %d: %v", i, err)
 		}
 	}
@@ -295,7 +295,7 @@ func TestListPendingPages(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := 1; i < 600; i += 6 {
-		if _, err := s.Complete(ctx, ops[i].Record.Key, ops[i].Record.Seq, []byte("done"), t0); err != nil {
+		if _, err := s.Complete(ctx, ops[i].Record.Hash, ops[i].Record.Seq, []byte("done"), t0); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -400,13 +400,13 @@ func TestCorruptDataIsRefused(t *testing.T) {
 func TestRecordCodecRoundTrip(t *testing.T) {
 	h := hashOf("codec")
 	recs := []spent.Record{
-		{Namespace: "n", Key: h, FirstSeen: t0, Place: "p", State: spent.StateComplete, Result: []byte{},
+		{Namespace: "n", Hash: h, FirstSeen: t0, Place: "p", State: spent.StateComplete, Result: []byte{},
 			ExpiresAt: t0.Add(time.Hour), Seq: spent.Seq{Node: 1, Counter: 2}},
-		{Namespace: strings.Repeat("x", 64), Key: h, RawKey: "raw", FirstSeen: t0.Add(1), Place: "",
+		{Namespace: strings.Repeat("x", 64), Hash: h, RawKey: "raw", FirstSeen: t0.Add(1), Place: "",
 			Fingerprint: bytes.Repeat([]byte{7}, 32), State: spent.StatePending,
 			ExpiresAt: time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC), LeaseUntil: t0.Add(5 * time.Second),
 			Seq: spent.Seq{Node: 1<<32 - 1, Counter: 1<<64 - 1}},
-		{Namespace: "n", Key: h, FirstSeen: time.Unix(-5, 3), State: spent.StateComplete, Result: []byte{0, 0, 1},
+		{Namespace: "n", Hash: h, FirstSeen: time.Unix(-5, 3), State: spent.StateComplete, Result: []byte{0, 0, 1},
 			ExpiresAt: time.Unix(0, 1), Seq: spent.Seq{Node: 3, Counter: 4}},
 	}
 	for i, r := range recs {
@@ -417,7 +417,7 @@ func TestRecordCodecRoundTrip(t *testing.T) {
 		if got.Namespace != r.Namespace || got.RawKey != r.RawKey || !got.FirstSeen.Equal(r.FirstSeen) || got.Place != r.Place ||
 			!bytes.Equal(got.Fingerprint, r.Fingerprint) || got.State != r.State || !bytes.Equal(got.Result, r.Result) ||
 			(got.Result == nil) != (r.Result == nil) || !got.ExpiresAt.Equal(r.ExpiresAt) || !got.LeaseUntil.Equal(r.LeaseUntil) ||
-			got.LeaseUntil.IsZero() != r.LeaseUntil.IsZero() || got.Seq != r.Seq || got.Key != h {
+			got.LeaseUntil.IsZero() != r.LeaseUntil.IsZero() || got.Seq != r.Seq || got.Hash != h {
 			t.Fatalf("record %d: got %+v, want %+v", i, got, r)
 		}
 	}
@@ -425,7 +425,7 @@ func TestRecordCodecRoundTrip(t *testing.T) {
 
 func FuzzDecodeRecord(f *testing.F) {
 	h := hashOf("fuzz")
-	r := spent.Record{Namespace: "n", Key: h, FirstSeen: t0, Place: "p", Fingerprint: bytes.Repeat([]byte{1}, 32),
+	r := spent.Record{Namespace: "n", Hash: h, FirstSeen: t0, Place: "p", Fingerprint: bytes.Repeat([]byte{1}, 32),
 		State: spent.StatePending, ExpiresAt: t0.Add(time.Hour), LeaseUntil: t0.Add(time.Second), Seq: spent.Seq{Node: 1, Counter: 9}}
 	f.Add(etcd.EncodeRecord(&r))
 	r.State, r.Result, r.LeaseUntil = spent.StateComplete, []byte("done"), time.Time{}

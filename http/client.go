@@ -169,17 +169,17 @@ func answerError(resp *http.Response, d *strictjson.Decoder) error {
 
 // Claim implements spent.Service. On a fresh one-step claim the record's
 // Result is a copy of c.Result, which the server does not send back.
-func (c *Client) Claim(ctx context.Context, cl spent.Claim) (spent.Result, error) {
+func (c *Client) Claim(ctx context.Context, cl spent.Claim) (spent.Answer, error) {
 	body, err := appendClaim(make([]byte, 0, claimSize(&cl)), &cl)
 	if err != nil {
-		return spent.Result{}, err
+		return spent.Answer{}, err
 	}
-	var res spent.Result
+	var res spent.Answer
 	err = c.do(ctx, routeClaim, body, func(d *strictjson.Decoder) error {
-		return decodeClaimResult(d, &res, &cl)
+		return decodeAnswer(d, &res, &cl)
 	})
 	if err != nil {
-		return spent.Result{}, err
+		return spent.Answer{}, err
 	}
 	fillFresh(&res, &cl)
 	return res, nil
@@ -191,7 +191,7 @@ func claimSize(c *spent.Claim) int {
 }
 
 // fillFresh puts back the result bytes a fresh one-step claim stored.
-func fillFresh(res *spent.Result, c *spent.Claim) {
+func fillFresh(res *spent.Answer, c *spent.Claim) {
 	if res.Outcome == spent.Fresh && c.Result != nil && res.Record.Result == nil {
 		res.Record.Result = append([]byte{}, c.Result...)
 	}
@@ -201,7 +201,7 @@ func fillFresh(res *spent.Result, c *spent.Claim) {
 // everything durable before the answer. A replay whose result did not fit in
 // the server's budget for one answer (max_batch_result) has ResultOmitted
 // set and no result: read it with Get.
-func (c *Client) ClaimBatch(ctx context.Context, cs []spent.Claim) ([]spent.Result, error) {
+func (c *Client) ClaimBatch(ctx context.Context, cs []spent.Claim) ([]spent.Answer, error) {
 	size := 16
 	for i := range cs {
 		size += claimSize(&cs[i])
@@ -221,7 +221,7 @@ func (c *Client) ClaimBatch(ctx context.Context, cs []spent.Claim) ([]spent.Resu
 		}
 	}
 	body = append(body, "]}"...)
-	out := make([]spent.Result, 0, len(cs))
+	out := make([]spent.Answer, 0, len(cs))
 	err := c.do(ctx, routeClaims, body, func(d *strictjson.Decoder) error {
 		return d.Object(func(name []byte) error {
 			if string(name) != "results" {
@@ -231,8 +231,8 @@ func (c *Client) ClaimBatch(ctx context.Context, cs []spent.Claim) ([]spent.Resu
 				if i >= len(cs) {
 					return errors.New("more results than claims")
 				}
-				out = append(out, spent.Result{})
-				return decodeClaimResult(d, &out[i], &cs[i])
+				out = append(out, spent.Answer{})
+				return decodeAnswer(d, &out[i], &cs[i])
 			})
 		})
 	})

@@ -128,7 +128,7 @@ func TestClient(t *testing.T) {
 		sameRecord(t, recs[0], first.Record)
 		_, err = c.Complete(ctx, spent.Completion{Namespace: "echo", Key: "two", Result: []byte("r")})
 		wantCode(t, err, spent.ELeaseExpired)
-		rec, err := c.Complete(ctx, spent.Completion{Namespace: "echo", Hash: recs[0].Key, Result: []byte("r"), Force: true})
+		rec, err := c.Complete(ctx, spent.Completion{Namespace: "echo", Hash: recs[0].Hash, Result: []byte("r"), Force: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -306,8 +306,8 @@ func TestClientUnicodeKeys(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := e.ledger.HashKey("raw", key); res.Record.Key != got || res.Record.RawKey != key {
-			t.Fatalf("key %q: got hash %s raw %q, want %s", key, res.Record.Key, res.Record.RawKey, got)
+		if got := e.ledger.HashKey("raw", key); res.Record.Hash != got || res.Record.RawKey != key {
+			t.Fatalf("key %q: got hash %s raw %q, want %s", key, res.Record.Hash, res.Record.RawKey, got)
 		}
 	}
 }

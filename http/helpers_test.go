@@ -59,9 +59,9 @@ func (c *clock) Advance(d time.Duration) {
 // testPolicies are the namespaces of the test ledgers.
 func testPolicies() map[string]spent.Policy {
 	echo := spent.DefaultPolicy()
-	refuse := spent.Policy{Mode: spent.ModeRefuse, Retention: time.Hour, Lease: 10 * time.Second, OnLeaseExpiry: spent.Retake}
+	refuse := spent.Policy{Mode: spent.ModeRefuse, Retention: time.Hour, Lease: 10 * time.Second, OnLeaseExpiry: spent.LeaseExpiryRetake}
 	retake := spent.DefaultPolicy()
-	retake.OnLeaseExpiry = spent.Retake
+	retake.OnLeaseExpiry = spent.LeaseExpiryRetake
 	raw := spent.DefaultPolicy()
 	raw.StoreRawKey = true
 	return map[string]spent.Policy{

@@ -182,14 +182,14 @@ func (m *metrics) request(r route, status int) {
 	m.requests.WithLabelValues(routes[r], strconv.Itoa(status)).Inc()
 }
 
-func (m *metrics) outcome(res *spent.Result) {
+func (m *metrics) outcome(res *spent.Answer) {
 	if cs := m.claims[res.Record.Namespace]; cs != nil {
 		cs[outcomeIndex(res.Outcome)].Inc()
 	}
 }
 
 // outcomes counts a batch's outcomes, adding once per series.
-func (m *metrics) outcomes(rs []spent.Result) {
+func (m *metrics) outcomes(rs []spent.Answer) {
 	var last string
 	var cs *[len(outcomes)]prometheus.Counter
 	var n [len(outcomes)]int

@@ -421,7 +421,7 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request, x *exchange, g *g
 			w.Header()["Retry-After"] = []string{problem.RetryAfter(res.RetryAfter)}
 		}
 	}
-	x.out = appendClaimResult(x.out[:0], &res)
+	x.out = appendAnswer(x.out[:0], &res)
 	return s.reply(w, append(x.out, '\n'))
 }
 
@@ -457,7 +457,7 @@ func (s *Server) claims(w http.ResponseWriter, r *http.Request, x *exchange, g *
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendClaimResult(b, &res[i])
+		b = appendAnswer(b, &res[i])
 	}
 	x.out = append(b, "]}\n"...)
 	return s.reply(w, x.out)

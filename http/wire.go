@@ -221,7 +221,7 @@ func appendRecordMembers(b []byte, r *spent.Record, withResult bool) []byte {
 	b = append(b, `"namespace":`...)
 	b = strictjson.AppendString(b, r.Namespace)
 	b = append(b, `,"hash":"`...)
-	b = hex.AppendEncode(b, r.Key[:])
+	b = hex.AppendEncode(b, r.Hash[:])
 	b = append(b, '"')
 	if r.RawKey != "" {
 		b = append(b, `,"key":`...)
@@ -264,12 +264,12 @@ func appendRecord(b []byte, r *spent.Record) []byte {
 	return append(b, '}')
 }
 
-// appendClaimResult appends the answer to one claim. The result bytes travel
+// appendAnswer appends the answer to one claim. The result bytes travel
 // only on replayed: on a fresh one-step claim the caller sent them, and
 // refused, mismatch and in_progress carry none. A replay of a batch whose
 // result did not fit in the batch's budget says "result_omitted":true
 // instead.
-func appendClaimResult(b []byte, res *spent.Result) []byte {
+func appendAnswer(b []byte, res *spent.Answer) []byte {
 	b = append(b, `{"outcome":"`...)
 	b = append(b, res.Outcome...)
 	b = append(b, `",`...)
@@ -380,7 +380,7 @@ func recordMember(d *strictjson.Decoder, name []byte, r *spent.Record, hint *spe
 			if len(s) != 2*spent.HashSize {
 				return true, errors.New("hash: bad length")
 			}
-			_, err = hex.Decode(r.Key[:], s)
+			_, err = hex.Decode(r.Hash[:], s)
 		}
 	case "key":
 		r.RawKey, err = d.String()
@@ -455,7 +455,7 @@ func decodeRecord(d *strictjson.Decoder, r *spent.Record) error {
 
 var noHint spent.Claim
 
-func decodeClaimResult(d *strictjson.Decoder, res *spent.Result, hint *spent.Claim) error {
+func decodeAnswer(d *strictjson.Decoder, res *spent.Answer, hint *spent.Claim) error {
 	return d.Object(func(name []byte) error {
 		switch string(name) {
 		case "outcome":

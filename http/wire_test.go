@@ -643,7 +643,7 @@ func TestFailClosed(t *testing.T) {
 // reports as internal.
 type shortStore struct{ *inmem.Store }
 
-func (s shortStore) ClaimBatch(ctx context.Context, ops []spent.ClaimOp) ([]spent.ClaimResult, error) {
+func (s shortStore) ClaimBatch(ctx context.Context, ops []spent.ClaimOp) ([]spent.ClaimAnswer, error) {
 	res, err := s.Store.ClaimBatch(ctx, ops)
 	if len(res) > 0 {
 		res = res[:len(res)-1]

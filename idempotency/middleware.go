@@ -72,10 +72,10 @@ func New(svc spent.Service, o Options) (*Middleware, error) {
 	if pl, ok := svc.(interface {
 		Policy(string) (spent.Policy, bool)
 	}); ok {
-		if err := checkPolicy(pl, o.Namespace, spent.Retake); err != nil {
+		if err := checkPolicy(pl, o.Namespace, spent.LeaseExpiryRetake); err != nil {
 			return nil, err
 		}
-		if err := checkPolicy(pl, o.AppliedNamespace, spent.Hold); err != nil {
+		if err := checkPolicy(pl, o.AppliedNamespace, spent.LeaseExpiryHold); err != nil {
 			return nil, err
 		}
 	}

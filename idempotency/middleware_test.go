@@ -223,7 +223,7 @@ func TestUnknownOutcome(t *testing.T) {
 			}
 			switch resolve {
 			case "complete":
-				_, err = e.ledger.Complete(context.Background(), spent.Completion{Namespace: recs[0].Namespace, Hash: recs[0].Key, Result: []byte(`{"resolved":"sent"}`), Force: true})
+				_, err = e.ledger.Complete(context.Background(), spent.Completion{Namespace: recs[0].Namespace, Hash: recs[0].Hash, Result: []byte(`{"resolved":"sent"}`), Force: true})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -238,7 +238,7 @@ func TestUnknownOutcome(t *testing.T) {
 					t.Fatalf("effects: got %d, want 1", got)
 				}
 			case "release":
-				if err := e.ledger.Release(context.Background(), spent.Release{Namespace: recs[0].Namespace, Hash: recs[0].Key, Force: true}); err != nil {
+				if err := e.ledger.Release(context.Background(), spent.Release{Namespace: recs[0].Namespace, Hash: recs[0].Hash, Force: true}); err != nil {
 					t.Fatal(err)
 				}
 				want{status: 201}.check(t, "after release", e.send(req{key: "k"}))

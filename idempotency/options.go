@@ -160,10 +160,10 @@ func (o *Options) Validate() error {
 func Policies(o Options, lease time.Duration) map[string]spent.Policy {
 	return map[string]spent.Policy{
 		o.Namespace: {
-			Mode: spent.ModeEcho, Retention: o.Retention, Lease: lease, OnLeaseExpiry: spent.Retake,
+			Mode: spent.ModeEcho, Retention: o.Retention, Lease: lease, OnLeaseExpiry: spent.LeaseExpiryRetake,
 		},
 		o.AppliedNamespace: {
-			Mode: spent.ModeEcho, Retention: o.AppliedRetention, Lease: lease, OnLeaseExpiry: spent.Hold,
+			Mode: spent.ModeEcho, Retention: o.AppliedRetention, Lease: lease, OnLeaseExpiry: spent.LeaseExpiryHold,
 			StoreRawKey: true,
 		},
 	}

@@ -33,7 +33,7 @@ type data struct {
 	mu      sync.Mutex
 	recs    map[spent.Hash]spent.Record
 	seqs    map[uint32]uint64
-	counts  map[spent.Hash]spent.CountResult
+	counts  map[spent.Hash]spent.CountAnswer
 	faults  Faults
 	closed  bool
 	version int
@@ -50,7 +50,7 @@ var _ spent.Store = (*Store)(nil)
 // New returns an empty store.
 func New() *Store {
 	return &Store{d: &data{recs: map[spent.Hash]spent.Record{}, seqs: map[uint32]uint64{},
-		counts: map[spent.Hash]spent.CountResult{}}}
+		counts: map[spent.Hash]spent.CountAnswer{}}}
 }
 
 // Reopen returns a new Store over the same data, as a restart of a durable
@@ -103,25 +103,25 @@ func (s *Store) after(op string) error {
 	return nil
 }
 
-func (s *Store) claim(op spent.ClaimOp) (spent.ClaimResult, error) {
+func (s *Store) claim(op spent.ClaimOp) (spent.ClaimAnswer, error) {
 	if err := op.Record.Validate(); err != nil {
-		return spent.ClaimResult{}, err
+		return spent.ClaimAnswer{}, err
 	}
-	if r, ok := s.d.recs[op.Record.Key]; ok && !spent.FreeAt(&r, op.Now, op.Retake) {
+	if r, ok := s.d.recs[op.Record.Hash]; ok && !spent.FreeAt(&r, op.Now, op.Retake) {
 		// A result over the op's limit is left out before the copy, so
 		// that it is never copied.
-		res := spent.LimitResult(spent.ClaimResult{Record: r}, op.ResultLimit)
-		return spent.ClaimResult{Record: res.Record.Clone(), ResultOmitted: res.ResultOmitted, ResultLen: res.ResultLen}, nil
+		res := spent.LimitResult(spent.ClaimAnswer{Record: r}, op.ResultLimit)
+		return spent.ClaimAnswer{Record: res.Record.Clone(), ResultOmitted: res.ResultOmitted, ResultLen: res.ResultLen}, nil
 	}
 	rec := op.Record.Clone()
-	s.d.recs[rec.Key] = rec
-	return spent.ClaimResult{Inserted: true, Record: rec.Clone()}, nil
+	s.d.recs[rec.Hash] = rec
+	return spent.ClaimAnswer{Inserted: true, Record: rec.Clone()}, nil
 }
 
 // Claim implements [spent.Store].
-func (s *Store) Claim(ctx context.Context, op spent.ClaimOp) (spent.ClaimResult, error) {
+func (s *Store) Claim(ctx context.Context, op spent.ClaimOp) (spent.ClaimAnswer, error) {
 	if err := s.lock(ctx, "claim"); err != nil {
-		return spent.ClaimResult{}, err
+		return spent.ClaimAnswer{}, err
 	}
 	defer s.d.mu.Unlock()
 	res, err := s.claim(op)
@@ -132,12 +132,12 @@ func (s *Store) Claim(ctx context.Context, op spent.ClaimOp) (spent.ClaimResult,
 }
 
 // ClaimBatch implements [spent.Store].
-func (s *Store) ClaimBatch(ctx context.Context, ops []spent.ClaimOp) ([]spent.ClaimResult, error) {
+func (s *Store) ClaimBatch(ctx context.Context, ops []spent.ClaimOp) ([]spent.ClaimAnswer, error) {
 	if err := s.lock(ctx, "claim_batch"); err != nil {
 		return nil, err
 	}
 	defer s.d.mu.Unlock()
-	out := make([]spent.ClaimResult, len(ops))
+	out := make([]spent.ClaimAnswer, len(ops))
 	for i := range ops {
 		r, err := s.claim(ops[i])
 		if err != nil {
@@ -282,14 +282,14 @@ func (s *Store) ReserveSeq(ctx context.Context, node uint32, n uint64) (uint64, 
 }
 
 // Count implements [spent.Store].
-func (s *Store) Count(ctx context.Context, op spent.CountOp) (spent.CountResult, error) {
+func (s *Store) Count(ctx context.Context, op spent.CountOp) (spent.CountAnswer, error) {
 	if err := s.lock(ctx, "count"); err != nil {
-		return spent.CountResult{}, err
+		return spent.CountAnswer{}, err
 	}
 	defer s.d.mu.Unlock()
 	c, ok := s.d.counts[op.Key]
 	if !ok || !op.Now.Before(c.ExpiresAt) {
-		c = spent.CountResult{ExpiresAt: op.ExpiresAt}
+		c = spent.CountAnswer{ExpiresAt: op.ExpiresAt}
 	}
 	c.Added = c.Value < op.Limit
 	if c.Added {

@@ -24,7 +24,7 @@ func TestStore(t *testing.T) {
 
 func testRecord(key byte, now time.Time) spent.Record {
 	return spent.Record{
-		Namespace: "ns", Key: spent.Hash{key}, FirstSeen: now, State: spent.StateComplete,
+		Namespace: "ns", Hash: spent.Hash{key}, FirstSeen: now, State: spent.StateComplete,
 		Result: []byte("r"), ExpiresAt: now.Add(time.Hour), Seq: spent.Seq{Node: 1, Counter: uint64(key)},
 	}
 }

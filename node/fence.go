@@ -295,7 +295,7 @@ func (f *fence) advance(ctx context.Context) error {
 	next.Key = canaryKey(id, next.Generation, next.Node, next.Canary)
 	pf := proof(id, "canary", name)
 	rec := spent.Record{
-		Namespace: fenceNamespace, Key: next.Key, FirstSeen: now,
+		Namespace: fenceNamespace, Hash: next.Key, FirstSeen: now,
 		Place: canaryPlace(next.Generation, next.Node, next.Canary), Fingerprint: pf,
 		State: spent.StatePending, ExpiresAt: now.Add(canaryLife), LeaseUntil: now.Add(canaryLife / 2),
 		Seq: spent.Seq{Node: f.node, Counter: first},
@@ -537,7 +537,7 @@ func (f *fence) releaseOlderGenerations(ctx context.Context) (int, error) {
 		if node != f.node || gen >= f.state.Generation || !hmac.Equal(rec.Fingerprint, proof(id, "canary", canaryName(gen, node, n))) {
 			continue
 		}
-		err := f.store.Release(ctx, rec.Key, rec.Seq, now)
+		err := f.store.Release(ctx, rec.Hash, rec.Seq, now)
 		if err != nil && !errors.Is(err, spent.ErrNotFound) {
 			return released, fmt.Errorf("fence: releasing canary %d of generation %d: %w", n, gen, err)
 		}

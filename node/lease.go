@@ -88,7 +88,7 @@ func newNodeLease(store spent.Store, node uint32, id []byte, place string, life 
 // directory holds a live lease.
 func (l *nodeLease) acquire(ctx context.Context, seq spent.Seq, now time.Time) error {
 	rec := spent.Record{
-		Namespace: nodeLeaseNamespace, Key: l.key, FirstSeen: now, Place: l.place, Fingerprint: l.proof,
+		Namespace: nodeLeaseNamespace, Hash: l.key, FirstSeen: now, Place: l.place, Fingerprint: l.proof,
 		State: spent.StatePending, LeaseUntil: now.Add(l.life), ExpiresAt: now.Add(l.life), Seq: seq,
 	}
 	at := now

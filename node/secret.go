@@ -165,7 +165,7 @@ func checkSecret(ctx context.Context, store spent.Store, secret []byte, node uin
 		return false, fmt.Errorf("secret check: %w", err)
 	}
 	rec := spent.Record{
-		Namespace: "spent.meta", Key: secretCheckKey, FirstSeen: now, Place: "secret-check",
+		Namespace: "spent.meta", Hash: secretCheckKey, FirstSeen: now, Place: "secret-check",
 		State: spent.StateComplete, Result: mac, ExpiresAt: now.Add(secretCheckLife),
 		Seq: spent.Seq{Node: node, Counter: first},
 	}

@@ -34,7 +34,7 @@ func benchOp(rng *rand.Rand, seq uint64) spent.ClaimOp {
 	return spent.ClaimOp{
 		Now: now,
 		Record: spent.Record{
-			Namespace: "tickets", Key: h, FirstSeen: now, Place: "gate-12",
+			Namespace: "tickets", Hash: h, FirstSeen: now, Place: "gate-12",
 			State: spent.StateComplete, Result: []byte{}, ExpiresAt: now.Add(30 * time.Hour),
 			Seq: spent.Seq{Node: 1, Counter: seq},
 		},
@@ -161,7 +161,7 @@ func BenchmarkBareEngine(b *testing.B) {
 			db := barepebble.Open(b)
 			runClaimers(b, workers, func(rng *rand.Rand, seq uint64) error {
 				op := benchOp(rng, seq)
-				return db.Set(pebble.RecordKey(op.Record.Key), pebble.EncodeRecord(&op.Record), pdb.Sync)
+				return db.Set(pebble.RecordKey(op.Record.Hash), pebble.EncodeRecord(&op.Record), pdb.Sync)
 			})
 		})
 	}
@@ -171,7 +171,7 @@ func BenchmarkBareEngine(b *testing.B) {
 			runBatches(b, callers, 100, func(ops []spent.ClaimOp) error {
 				batch := db.NewBatch()
 				for i := range ops {
-					batch.Set(pebble.RecordKey(ops[i].Record.Key), pebble.EncodeRecord(&ops[i].Record), nil)
+					batch.Set(pebble.RecordKey(ops[i].Record.Hash), pebble.EncodeRecord(&ops[i].Record), nil)
 				}
 				return batch.Commit(pdb.Sync)
 			})
@@ -188,7 +188,7 @@ func BenchmarkLedgerClaim(b *testing.B) {
 			cfg := spent.DefaultConfig()
 			cfg.Secret = make([]byte, spent.MinSecretLen)
 			cfg.Namespaces = map[string]spent.Policy{"tickets": {
-				Mode: spent.ModeRefuse, Retention: 30 * time.Hour, Lease: time.Minute, OnLeaseExpiry: spent.Hold,
+				Mode: spent.ModeRefuse, Retention: 30 * time.Hour, Lease: time.Minute, OnLeaseExpiry: spent.LeaseExpiryHold,
 			}}
 			l, err := spent.NewLedger(context.Background(), s, cfg)
 			if err != nil {

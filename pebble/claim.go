@@ -6,11 +6,11 @@ import "github.com/spentledger/spent"
 // ClaimBatch's ops, and their answers.
 type claimReq struct {
 	ops     []spent.ClaimOp
-	results []spent.ClaimResult
+	results []spent.ClaimAnswer
 	// one and oneRes hold a lone Claim's op and answer, so that it
 	// allocates no slices (ops and results point into them).
 	one    [1]spent.ClaimOp
-	oneRes [1]spent.ClaimResult
+	oneRes [1]spent.ClaimAnswer
 }
 
 // decideClaims decides q's ops in order, stopping at the first error, and reports
@@ -41,8 +41,8 @@ func (s *Store) decideClaims(rd *round, q *claimReq) (early bool, err error) {
 // claim decides one claim. With hold set (a lone Early claim), a fresh
 // claim of a key that has no record is held in memory instead of written
 // (held.go).
-func (s *Store) claim(rd *round, op *spent.ClaimOp, hold bool) (spent.ClaimResult, error) {
-	h := &op.Record.Key
+func (s *Store) claim(rd *round, op *spent.ClaimOp, hold bool) (spent.ClaimAnswer, error) {
+	h := &op.Record.Hash
 	counted := false // the filter counts h already
 	if p, ok := s.held[*h]; ok {
 		if spent.FreeAt(p, op.Now, op.Retake) {
@@ -58,12 +58,12 @@ func (s *Store) claim(rd *round, op *spent.ClaimOp, hold bool) (spent.ClaimResul
 	}
 	cur, omitted, found, shared, err := s.lookupLimit(h, op.ResultLimit)
 	if err != nil {
-		return spent.ClaimResult{}, err
+		return spent.ClaimAnswer{}, err
 	}
 	if found && !spent.FreeAt(&cur, op.Now, op.Retake) {
 		// A result over op's limit is left out before the clone, so it
 		// is never copied.
-		res := spent.LimitResult(spent.ClaimResult{Record: cur}, op.ResultLimit)
+		res := spent.LimitResult(spent.ClaimAnswer{Record: cur}, op.ResultLimit)
 		if shared {
 			res.Record = res.Record.Clone()
 		}
@@ -83,7 +83,7 @@ func (s *Store) claim(rd *round, op *spent.ClaimOp, hold bool) (spent.ClaimResul
 		c := op.Record.Clone()
 		s.held[*h] = &c
 		s.stats.held.Add(1)
-		return spent.ClaimResult{Inserted: true, Record: op.Record}, nil
+		return spent.ClaimAnswer{Inserted: true, Record: op.Record}, nil
 	}
 	rec := &op.Record
 	if op.Early {
@@ -93,5 +93,5 @@ func (s *Store) claim(rd *round, op *spent.ClaimOp, hold bool) (spent.ClaimResul
 		rec = &c
 	}
 	s.put(rd, rec, true)
-	return spent.ClaimResult{Inserted: true, Record: op.Record}, nil
+	return spent.ClaimAnswer{Inserted: true, Record: op.Record}, nil
 }

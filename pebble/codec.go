@@ -127,18 +127,18 @@ func appendCounterExpiryKey(dst []byte, exp time.Time, h *spent.Hash) []byte {
 // counterValueLen is the length of an encoded counter: expires_at, value.
 const counterValueLen = timeLen + 8
 
-func appendCounter(dst []byte, c *spent.CountResult) []byte {
+func appendCounter(dst []byte, c *spent.CountAnswer) []byte {
 	var t [timeLen]byte
 	putTime(t[:], c.ExpiresAt)
 	dst = append(dst, t[:]...)
 	return binary.BigEndian.AppendUint64(dst, c.Value)
 }
 
-func decodeCounter(v []byte) (spent.CountResult, error) {
+func decodeCounter(v []byte) (spent.CountAnswer, error) {
 	if len(v) != counterValueLen {
-		return spent.CountResult{}, fmt.Errorf("%w: counter value %x", ErrCorrupt, v)
+		return spent.CountAnswer{}, fmt.Errorf("%w: counter value %x", ErrCorrupt, v)
 	}
-	return spent.CountResult{ExpiresAt: getTime(v[:timeLen]), Value: binary.BigEndian.Uint64(v[timeLen:])}, nil
+	return spent.CountAnswer{ExpiresAt: getTime(v[:timeLen]), Value: binary.BigEndian.Uint64(v[timeLen:])}, nil
 }
 
 // appendPendingKey appends the pending-index key of a record to dst.

@@ -10,7 +10,7 @@ import (
 // countReq is the part of a kindCount request.
 type countReq struct {
 	op  spent.CountOp
-	res spent.CountResult // the answer
+	res spent.CountAnswer // the answer
 }
 
 // decideCount decides one Count.
@@ -28,7 +28,7 @@ func (s *Store) decideCount(rd *round, q *countReq) error {
 		found = false
 	}
 	if !found {
-		cur = spent.CountResult{ExpiresAt: op.ExpiresAt}
+		cur = spent.CountAnswer{ExpiresAt: op.ExpiresAt}
 	}
 	if cur.Value >= op.Limit {
 		q.res = cur
@@ -52,7 +52,7 @@ func (s *Store) decideCount(rd *round, q *countReq) error {
 
 // lookupCounter returns the counter h as this round sees it (engine
 // invariant 6).
-func (s *Store) lookupCounter(h *spent.Hash) (c spent.CountResult, found bool, err error) {
+func (s *Store) lookupCounter(h *spent.Hash) (c spent.CountAnswer, found bool, err error) {
 	if p, ok := s.counters[*h]; ok {
 		if p == nil {
 			return c, false, nil

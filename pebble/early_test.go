@@ -90,7 +90,7 @@ func TestEarlyClaimAnsweredBeforeSync(t *testing.T) {
 	g.hold()
 	defer g.release()
 	type answer struct {
-		res spent.ClaimResult
+		res spent.ClaimAnswer
 		err error
 	}
 	claim := func(op spent.ClaimOp) chan answer {

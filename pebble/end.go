@@ -53,7 +53,7 @@ func (s *Store) decideEnd(rd *round, q *endReq) error {
 		*rec = cur.Clone()
 	}
 	complete(rec, q.e.Result)
-	s.kbuf = appendPendingKey(s.kbuf[:0], cur.LeaseUntil, cur.Seq, &cur.Key)
+	s.kbuf = appendPendingKey(s.kbuf[:0], cur.LeaseUntil, cur.Seq, &cur.Hash)
 	rd.del(s.kbuf)
 	// The expiry entry stays: expires_at does not change.
 	s.put(rd, rec, false)

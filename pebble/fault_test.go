@@ -136,7 +136,7 @@ func TestFaultsUnderLoad(t *testing.T) {
 					return acked[i%len(acked)]
 				}
 			)
-			claim := func(key string) (spent.Result, error) {
+			claim := func(key string) (spent.Answer, error) {
 				return ledger.Claim(ctx, spent.Claim{Namespace: "ns", Key: key, Result: []byte("paid:" + key)})
 			}
 			// Keys acknowledged before any fault, some of them flushed to

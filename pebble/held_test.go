@@ -188,8 +188,8 @@ func TestSweepBehindUnsyncedWrites(t *testing.T) {
 	}
 	mustClaim(t, s, earlyOp(randHash(rng), 3))
 	late2 := late
-	late2.Record.Key = randHash(rng)
-	mustClaim(t, s, completeOp(late2.Record.Key, 4, t0, t0.Add(time.Minute)))
+	late2.Record.Hash = randHash(rng)
+	mustClaim(t, s, completeOp(late2.Record.Hash, 4, t0, t0.Add(time.Minute)))
 	late2.Record.Seq.Counter = 5
 	mustClaim(t, s, late2)
 	ops := make([]spent.ClaimOp, 6) // more than a round holds

@@ -51,7 +51,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		reqs:     make(chan *request, 2*opts.MaxBatchRound),
 		overlay:  make(map[spent.Hash]*spent.Record),
 		held:     make(map[spent.Hash]*spent.Record),
-		counters: make(map[spent.Hash]*spent.CountResult),
+		counters: make(map[spent.Hash]*spent.CountAnswer),
 		seqs:     make(map[uint32]uint64),
 		rounds:   make(chan *round, syncSlots),
 		free:     make(chan struct{}, syncSlots),

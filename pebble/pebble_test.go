@@ -88,7 +88,7 @@ func completeOp(h spent.Hash, seq uint64, now, exp time.Time) spent.ClaimOp {
 	return spent.ClaimOp{
 		Now: now,
 		Record: spent.Record{
-			Namespace: "ns", Key: h, FirstSeen: now, Place: "gate-1",
+			Namespace: "ns", Hash: h, FirstSeen: now, Place: "gate-1",
 			State: spent.StateComplete, Result: []byte("ok"), ExpiresAt: exp,
 			Seq: spent.Seq{Node: 1, Counter: seq},
 		},
@@ -100,24 +100,24 @@ func pendingOp(ns string, h spent.Hash, seq uint64, now, lease, exp time.Time) s
 	return spent.ClaimOp{
 		Now: now,
 		Record: spent.Record{
-			Namespace: ns, Key: h, FirstSeen: now, Place: "node-7",
+			Namespace: ns, Hash: h, FirstSeen: now, Place: "node-7",
 			State: spent.StatePending, ExpiresAt: exp, LeaseUntil: lease,
 			Seq: spent.Seq{Node: 1, Counter: seq},
 		},
 	}
 }
 
-func mustClaim(tb testing.TB, s spent.Store, op spent.ClaimOp) spent.ClaimResult {
+func mustClaim(tb testing.TB, s spent.Store, op spent.ClaimOp) spent.ClaimAnswer {
 	tb.Helper()
 	res, err := s.Claim(context.Background(), op)
 	if err != nil {
-		tb.Fatalf("Claim(%s): %v", op.Record.Key, err)
+		tb.Fatalf("Claim(%s): %v", op.Record.Hash, err)
 	}
 	return res
 }
 
 func sameRecord(a, b spent.Record) bool {
-	return a.Namespace == b.Namespace && a.Key == b.Key && a.RawKey == b.RawKey &&
+	return a.Namespace == b.Namespace && a.Hash == b.Hash && a.RawKey == b.RawKey &&
 		a.FirstSeen.Equal(b.FirstSeen) && a.Place == b.Place &&
 		bytes.Equal(a.Fingerprint, b.Fingerprint) && a.State == b.State &&
 		bytes.Equal(a.Result, b.Result) && (a.Result == nil) == (b.Result == nil) &&
@@ -132,14 +132,14 @@ func TestRecordSurvivesReopen(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	fp := bytes.Repeat([]byte{0xab}, 32)
 	cases := map[string]spent.Record{
-		"EmptyResult": {Namespace: "default", Key: randHash(rng), FirstSeen: t0, Place: "gate",
+		"EmptyResult": {Namespace: "default", Hash: randHash(rng), FirstSeen: t0, Place: "gate",
 			State: spent.StateComplete, Result: []byte{}, ExpiresAt: t0.Add(time.Hour), Seq: spent.Seq{Node: 3, Counter: 1}},
-		"RawKeyAndFingerprint": {Namespace: "pay", Key: randHash(rng), RawKey: "order-17", FirstSeen: t0.Add(time.Nanosecond),
+		"RawKeyAndFingerprint": {Namespace: "pay", Hash: randHash(rng), RawKey: "order-17", FirstSeen: t0.Add(time.Nanosecond),
 			Fingerprint: fp, State: spent.StateComplete, Result: []byte{0, 1, 2}, ExpiresAt: t0.Add(24 * time.Hour),
 			Seq: spent.Seq{Node: 1 << 31, Counter: 1<<63 + 5}},
-		"Pending": {Namespace: "pay", Key: randHash(rng), FirstSeen: t0, State: spent.StatePending,
+		"Pending": {Namespace: "pay", Hash: randHash(rng), FirstSeen: t0, State: spent.StatePending,
 			ExpiresAt: t0.Add(time.Hour), LeaseUntil: t0.Add(30 * time.Second), Seq: spent.Seq{Node: 1, Counter: 9}},
-		"FarFuture": {Namespace: "tok", Key: randHash(rng), FirstSeen: t0, State: spent.StateComplete,
+		"FarFuture": {Namespace: "tok", Hash: randHash(rng), FirstSeen: t0, State: spent.StateComplete,
 			ExpiresAt: time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC), Seq: spent.Seq{Node: 2, Counter: 2}},
 	}
 	for name, rec := range cases {
@@ -152,7 +152,7 @@ func TestRecordSurvivesReopen(t *testing.T) {
 	s = MustOpen(t, dir)
 	for name, want := range cases {
 		t.Run(name, func(t *testing.T) {
-			got, err := s.Get(ctx, want.Key, t0)
+			got, err := s.Get(ctx, want.Hash, t0)
 			if err != nil {
 				t.Fatalf("Get: %v", err)
 			}
@@ -243,7 +243,7 @@ func TestClaim(t *testing.T) {
 		if _, err := s.ClaimBatch(ctx, []spent.ClaimOp{good, bad}); err == nil {
 			t.Fatal("ClaimBatch with a zero seq: got nil error")
 		}
-		if _, err := s.Get(ctx, good.Record.Key, t0); !errors.Is(err, spent.ErrNotFound) {
+		if _, err := s.Get(ctx, good.Record.Hash, t0); !errors.Is(err, spent.ErrNotFound) {
 			t.Fatalf("Get: got %v, want ErrNotFound", err)
 		}
 	})
@@ -486,8 +486,8 @@ func TestDeleteExpired(t *testing.T) {
 		t.Fatal(err)
 	} else {
 		for _, r := range recs {
-			if !exps[r.Key].After(cut) {
-				t.Fatalf("ListPending returned swept record %s", r.Key)
+			if !exps[r.Hash].After(cut) {
+				t.Fatalf("ListPending returned swept record %s", r.Hash)
 			}
 		}
 	}
@@ -556,9 +556,9 @@ func TestListPending(t *testing.T) {
 					t.Fatalf("got %d records, want %d", len(got), len(want))
 				}
 				for i := range got {
-					if got[i].Key != want[i].h || got[i].State != spent.StatePending {
+					if got[i].Hash != want[i].h || got[i].State != spent.StatePending {
 						t.Fatalf("record %d: got %s (lease %v seq %v), want %s (lease %v seq %d)",
-							i, got[i].Key, got[i].LeaseUntil, got[i].Seq, want[i].h, want[i].lease, want[i].seq)
+							i, got[i].Hash, got[i].LeaseUntil, got[i].Seq, want[i].h, want[i].lease, want[i].seq)
 					}
 				}
 			})
@@ -626,12 +626,12 @@ func TestConcurrentClaimsOfOneKey(t *testing.T) {
 				case 3:
 					op = pendingOp("ns", h, seq, t0, t0.Add(time.Minute), t0.Add(time.Hour))
 				}
-				var res spent.ClaimResult
+				var res spent.ClaimAnswer
 				var err error
 				if i%4 != 1 {
 					res, err = s.Claim(context.Background(), op)
 				} else {
-					var rs []spent.ClaimResult
+					var rs []spent.ClaimAnswer
 					rs, err = s.ClaimBatch(context.Background(), []spent.ClaimOp{op})
 					if err == nil {
 						res = rs[0]

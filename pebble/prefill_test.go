@@ -106,7 +106,7 @@ func TestStoreWALPrefilled(t *testing.T) {
 			var h spent.Hash
 			h[0], h[1] = byte(i), 0xaa
 			op := spent.ClaimOp{Now: now, Record: spent.Record{
-				Namespace: "ns", Key: h, FirstSeen: now, State: spent.StateComplete,
+				Namespace: "ns", Hash: h, FirstSeen: now, State: spent.StateComplete,
 				Result: []byte("ok"), ExpiresAt: now.Add(time.Hour), Seq: spent.Seq{Node: 1, Counter: uint64(i + 1)},
 			}}
 			if _, err := s.Claim(context.Background(), op); err != nil {

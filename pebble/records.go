@@ -87,7 +87,7 @@ func (s *Store) lookupLimit(h *spent.Hash, limit int) (rec spent.Record, omitted
 // withExpiry is set) and records it in the overlay. rec must stay unchanged
 // until the round is sealed (engine invariant 6).
 func (s *Store) put(rd *round, rec *spent.Record, withExpiry bool) {
-	h := &rec.Key
+	h := &rec.Hash
 	s.kbuf = appendRecordKey(s.kbuf[:0], h)
 	s.vbuf = appendRecord(s.vbuf[:0], rec)
 	rd.set(s.kbuf, s.vbuf)
@@ -107,10 +107,10 @@ func (s *Store) put(rd *round, rec *spent.Record, withExpiry bool) {
 
 // unindex deletes the index entries of the stored record cur.
 func (s *Store) unindex(rd *round, cur *spent.Record) {
-	s.kbuf = appendExpiryKey(s.kbuf[:0], cur.ExpiresAt, &cur.Key)
+	s.kbuf = appendExpiryKey(s.kbuf[:0], cur.ExpiresAt, &cur.Hash)
 	rd.del(s.kbuf)
 	if cur.State == spent.StatePending {
-		s.kbuf = appendPendingKey(s.kbuf[:0], cur.LeaseUntil, cur.Seq, &cur.Key)
+		s.kbuf = appendPendingKey(s.kbuf[:0], cur.LeaseUntil, cur.Seq, &cur.Hash)
 		rd.del(s.kbuf)
 	}
 }
@@ -120,14 +120,14 @@ func (s *Store) unindex(rd *round, cur *spent.Record) {
 // one range deletion); the filter forgets the key once the round applies
 // (engine invariant 7).
 func (s *Store) remove(rd *round, cur *spent.Record, withExpiry bool) {
-	s.kbuf = appendRecordKey(s.kbuf[:0], &cur.Key)
+	s.kbuf = appendRecordKey(s.kbuf[:0], &cur.Hash)
 	rd.del(s.kbuf)
 	if withExpiry {
 		s.unindex(rd, cur)
 	} else if cur.State == spent.StatePending {
-		s.kbuf = appendPendingKey(s.kbuf[:0], cur.LeaseUntil, cur.Seq, &cur.Key)
+		s.kbuf = appendPendingKey(s.kbuf[:0], cur.LeaseUntil, cur.Seq, &cur.Hash)
 		rd.del(s.kbuf)
 	}
-	s.overlay[cur.Key] = nil
-	s.removals = append(s.removals, fingerprint(&cur.Key))
+	s.overlay[cur.Hash] = nil
+	s.removals = append(s.removals, fingerprint(&cur.Hash))
 }

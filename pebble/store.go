@@ -42,7 +42,7 @@ type Store struct {
 	overlay   map[spent.Hash]*spent.Record      // this round's writes; nil means deleted
 	seqs      map[uint32]uint64                 // this round's seq reservations
 	removals  []uint64                          // filter removals once this round applies
-	counters  map[spent.Hash]*spent.CountResult // this round's counter writes; nil means deleted
+	counters  map[spent.Hash]*spent.CountAnswer // this round's counter writes; nil means deleted
 	sweepFrom []byte                            // no expiry-index key sorts before it
 	roundNum  uint64                            // the number of the last round that wrote (see witness.go)
 	// held are the records of fresh Early claims of new keys, kept in
@@ -139,9 +139,9 @@ func (s *Store) Stats() Stats {
 // answer is done. A caller whose ctx ends first gets ctx.Err(), and the claim
 // may or may not have been written (unless ctx ended before the claim was
 // decided, in which case nothing was written).
-func (s *Store) Claim(ctx context.Context, op spent.ClaimOp) (spent.ClaimResult, error) {
+func (s *Store) Claim(ctx context.Context, op spent.ClaimOp) (spent.ClaimAnswer, error) {
 	if err := op.Record.Validate(); err != nil {
-		return spent.ClaimResult{}, fmt.Errorf("pebble: claim: %w", err)
+		return spent.ClaimAnswer{}, fmt.Errorf("pebble: claim: %w", err)
 	}
 	r := newRequest(kindClaim, ctx)
 	defer recycle(r)
@@ -149,7 +149,7 @@ func (s *Store) Claim(ctx context.Context, op spent.ClaimOp) (spent.ClaimResult,
 	q.one[0] = op
 	q.ops, q.results = q.one[:], q.oneRes[:]
 	if err := s.do(ctx, r); err != nil {
-		return spent.ClaimResult{}, fmt.Errorf("pebble: claim: %w", err)
+		return spent.ClaimAnswer{}, fmt.Errorf("pebble: claim: %w", err)
 	}
 	return q.oneRes[0], nil
 }
@@ -157,20 +157,20 @@ func (s *Store) Claim(ctx context.Context, op spent.ClaimOp) (spent.ClaimResult,
 // ClaimBatch implements [spent.Store]. The whole batch is decided in one
 // round and shares one WAL sync. A malformed op rejects the batch before
 // anything is written.
-func (s *Store) ClaimBatch(ctx context.Context, ops []spent.ClaimOp) ([]spent.ClaimResult, error) {
+func (s *Store) ClaimBatch(ctx context.Context, ops []spent.ClaimOp) ([]spent.ClaimAnswer, error) {
 	for i := range ops {
 		if err := ops[i].Record.Validate(); err != nil {
 			return nil, fmt.Errorf("pebble: claim batch: op %d: %w", i, err)
 		}
 	}
 	if len(ops) == 0 {
-		return []spent.ClaimResult{}, nil
+		return []spent.ClaimAnswer{}, nil
 	}
 	r := newRequest(kindClaim, ctx)
 	defer recycle(r)
 	// The ops are copied: the round keeps pointers into them.
 	r.claim.ops = append([]spent.ClaimOp(nil), ops...)
-	r.claim.results = make([]spent.ClaimResult, len(ops))
+	r.claim.results = make([]spent.ClaimAnswer, len(ops))
 	if err := s.do(ctx, r); err != nil {
 		return nil, fmt.Errorf("pebble: claim batch: %w", err)
 	}
@@ -235,12 +235,12 @@ func (s *Store) DeleteExpired(ctx context.Context, now time.Time, limit int) (in
 
 // Count implements [spent.Store]. Counters live under their own prefix with
 // their own expiry index, which DeleteExpired walks after the records'.
-func (s *Store) Count(ctx context.Context, op spent.CountOp) (spent.CountResult, error) {
+func (s *Store) Count(ctx context.Context, op spent.CountOp) (spent.CountAnswer, error) {
 	r := newRequest(kindCount, ctx)
 	defer recycle(r)
 	r.count.op = op
 	if err := s.do(ctx, r); err != nil {
-		return spent.CountResult{}, fmt.Errorf("pebble: count: %w", err)
+		return spent.CountAnswer{}, fmt.Errorf("pebble: count: %w", err)
 	}
 	return r.count.res, nil
 }

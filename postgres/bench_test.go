@@ -87,7 +87,7 @@ func BenchmarkLedgerClaim(b *testing.B) {
 	cfg := spent.DefaultConfig()
 	cfg.Secret = make([]byte, spent.MinSecretLen)
 	cfg.Namespaces = map[string]spent.Policy{"tickets": {
-		Mode: spent.ModeRefuse, Retention: 30 * time.Hour, Lease: time.Minute, OnLeaseExpiry: spent.Hold,
+		Mode: spent.ModeRefuse, Retention: 30 * time.Hour, Lease: time.Minute, OnLeaseExpiry: spent.LeaseExpiryHold,
 	}}
 	l, err := spent.NewLedger(context.Background(), s, cfg)
 	if err != nil {
@@ -127,7 +127,7 @@ func benchOp(rng *rand.Rand, seq uint64) spent.ClaimOp {
 	return spent.ClaimOp{
 		Now: now,
 		Record: spent.Record{
-			Namespace: "tickets", Key: h, FirstSeen: now, Place: "gate-12",
+			Namespace: "tickets", Hash: h, FirstSeen: now, Place: "gate-12",
 			State: spent.StateComplete, Result: []byte{}, ExpiresAt: now.Add(30 * time.Hour),
 			Seq: spent.Seq{Node: 1, Counter: seq},
 		},
@@ -139,7 +139,7 @@ const benchCols = "key, namespace, raw_key, first_seen, place, fingerprint, stat
 // bareArgs are the columns of op's record, as the store writes them.
 func bareArgs(op *spent.ClaimOp) []any {
 	r := &op.Record
-	return []any{r.Key[:], []byte(r.Namespace), []byte(r.RawKey), r.FirstSeen.UnixNano(), []byte(r.Place),
+	return []any{r.Hash[:], []byte(r.Namespace), []byte(r.RawKey), r.FirstSeen.UnixNano(), []byte(r.Place),
 		r.Fingerprint, int16(r.State), r.Result, r.ExpiresAt.UnixNano(), nil, int64(r.Seq.Node), int64(r.Seq.Counter)}
 }
 

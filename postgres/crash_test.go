@@ -51,7 +51,7 @@ func (cr *crashRun) violatef(format string, args ...any) {
 }
 
 // answer records the answer to a claim of key in cycle.
-func (cr *crashRun) answer(cycle int, key string, res spent.Result) {
+func (cr *crashRun) answer(cycle int, key string, res spent.Answer) {
 	cr.mu.Lock()
 	defer cr.mu.Unlock()
 	cr.acks.Add(1)
@@ -129,7 +129,7 @@ func crashLedger(tb testing.TB, s spent.Store) *spent.Ledger {
 	tb.Helper()
 	cfg := spent.DefaultConfig()
 	cfg.Secret = []byte("the crash test's secret, 32 bytes or more")
-	cfg.Namespaces = map[string]spent.Policy{crashNS: {Mode: spent.ModeEcho, Retention: 24 * time.Hour, Lease: time.Minute, OnLeaseExpiry: spent.Hold}}
+	cfg.Namespaces = map[string]spent.Policy{crashNS: {Mode: spent.ModeEcho, Retention: 24 * time.Hour, Lease: time.Minute, OnLeaseExpiry: spent.LeaseExpiryHold}}
 	cfg.SeqBlock = 256
 	l, err := spent.NewLedger(context.Background(), s, cfg)
 	if err != nil {

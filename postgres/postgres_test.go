@@ -143,7 +143,7 @@ func hashOf(s string) spent.Hash {
 // completeOp is a one-step claim of key made at now, live for an hour.
 func completeOp(key string, counter uint64, now time.Time) spent.ClaimOp {
 	return spent.ClaimOp{Now: now, Record: spent.Record{
-		Namespace: "ns", Key: hashOf(key), FirstSeen: now, Place: "gate-1",
+		Namespace: "ns", Hash: hashOf(key), FirstSeen: now, Place: "gate-1",
 		State: spent.StateComplete, Result: []byte("result of " + key), ExpiresAt: now.Add(time.Hour),
 		Seq: spent.Seq{Node: 1, Counter: counter},
 	}}
@@ -152,7 +152,7 @@ func completeOp(key string, counter uint64, now time.Time) spent.ClaimOp {
 // pendingOp is a two-step claim of key made at now, with a 5s lease.
 func pendingOp(key string, counter uint64, now time.Time) spent.ClaimOp {
 	return spent.ClaimOp{Now: now, Record: spent.Record{
-		Namespace: "ns", Key: hashOf(key), FirstSeen: now, Place: "gate-1",
+		Namespace: "ns", Hash: hashOf(key), FirstSeen: now, Place: "gate-1",
 		State: spent.StatePending, ExpiresAt: now.Add(time.Hour), LeaseUntil: now.Add(5 * time.Second),
 		Seq: spent.Seq{Node: 1, Counter: counter},
 	}}
@@ -160,7 +160,7 @@ func pendingOp(key string, counter uint64, now time.Time) spent.ClaimOp {
 
 // sameRecord compares every field, telling nil from empty byte slices.
 func sameRecord(a, b spent.Record) bool {
-	return a.Namespace == b.Namespace && a.Key == b.Key && a.RawKey == b.RawKey &&
+	return a.Namespace == b.Namespace && a.Hash == b.Hash && a.RawKey == b.RawKey &&
 		a.FirstSeen.Equal(b.FirstSeen) && a.FirstSeen.IsZero() == b.FirstSeen.IsZero() && a.Place == b.Place &&
 		bytes.Equal(a.Fingerprint, b.Fingerprint) && (a.Fingerprint == nil) == (b.Fingerprint == nil) &&
 		a.State == b.State && bytes.Equal(a.Result, b.Result) && (a.Result == nil) == (b.Result == nil) &&
@@ -168,11 +168,11 @@ func sameRecord(a, b spent.Record) bool {
 		a.LeaseUntil.IsZero() == b.LeaseUntil.IsZero() && a.Seq == b.Seq
 }
 
-func mustClaim(tb testing.TB, s spent.Store, op spent.ClaimOp) spent.ClaimResult {
+func mustClaim(tb testing.TB, s spent.Store, op spent.ClaimOp) spent.ClaimAnswer {
 	tb.Helper()
 	res, err := s.Claim(context.Background(), op)
 	if err != nil {
-		tb.Fatalf("Claim(%v): %v", op.Record.Key, err)
+		tb.Fatalf("Claim(%v): %v", op.Record.Hash, err)
 	}
 	return res
 }

@@ -36,7 +36,7 @@ func TestPurge(t *testing.T) {
 				op = pendingOp(key, counter+uint64(i), t0)
 			}
 			op.Record.Namespace = ns
-			hs = append(hs, op.Record.Key)
+			hs = append(hs, op.Record.Hash)
 			if ops = append(ops, op); len(ops) == cap(ops) {
 				flush()
 			}

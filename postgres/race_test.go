@@ -76,7 +76,7 @@ func (e *raceEnv) insertRecord(tx pgx.Tx, r spent.Record) {
 		ON CONFLICT (key) DO UPDATE SET namespace = EXCLUDED.namespace, raw_key = EXCLUDED.raw_key, first_seen = EXCLUDED.first_seen,
 			place = EXCLUDED.place, fingerprint = EXCLUDED.fingerprint, state = EXCLUDED.state, result = EXCLUDED.result,
 			expires_at = EXCLUDED.expires_at, lease_until = EXCLUDED.lease_until, seq_node = EXCLUDED.seq_node, seq_counter = EXCLUDED.seq_counter`,
-		r.Key[:], []byte(r.Namespace), []byte(r.RawKey), r.FirstSeen.UnixNano(), []byte(r.Place), r.Fingerprint,
+		r.Hash[:], []byte(r.Namespace), []byte(r.RawKey), r.FirstSeen.UnixNano(), []byte(r.Place), r.Fingerprint,
 		int16(r.State), r.Result, r.ExpiresAt.UnixNano(), lease, int64(r.Seq.Node), int64(r.Seq.Counter))
 }
 
@@ -151,7 +151,7 @@ func TestRacesCommittedAfterSnapshot(t *testing.T) {
 		winner := completeOp("k", 1, t0).Record
 		tx := e.begin()
 		e.insertRecord(tx, winner)
-		var res spent.ClaimResult
+		var res spent.ClaimAnswer
 		var err error
 		e.whileWaiting(func() { res, err = e.store.Claim(ctx, completeOp("k", 2, t0)) }, e.commit(tx))
 		if err != nil || res.Inserted {
@@ -165,7 +165,7 @@ func TestRacesCommittedAfterSnapshot(t *testing.T) {
 		tx := e.begin()
 		e.insertRecord(tx, completeOp("k", 1, t0).Record)
 		op := completeOp("k", 2, t0)
-		var res spent.ClaimResult
+		var res spent.ClaimAnswer
 		var err error
 		e.whileWaiting(func() { res, err = e.store.Claim(ctx, op) }, e.rollback(tx))
 		if err != nil || !res.Inserted {
@@ -186,7 +186,7 @@ func TestRacesCommittedAfterSnapshot(t *testing.T) {
 		e.insertRecord(tx, taker)
 		op := pendingOp("k", 3, now)
 		op.Retake = true
-		var res spent.ClaimResult
+		var res spent.ClaimAnswer
 		var err error
 		e.whileWaiting(func() { res, err = e.store.Claim(ctx, op) }, e.commit(tx))
 		if err != nil || res.Inserted {
@@ -201,7 +201,7 @@ func TestRacesCommittedAfterSnapshot(t *testing.T) {
 		tx := e.begin()
 		e.insertRecord(tx, winner)
 		ops := []spent.ClaimOp{completeOp("k", 2, t0), completeOp("other", 3, t0), completeOp("k", 4, t0)}
-		var res []spent.ClaimResult
+		var res []spent.ClaimAnswer
 		var err error
 		e.whileWaiting(func() { res, err = e.store.ClaimBatch(ctx, ops) }, e.commit(tx))
 		if err != nil {
@@ -220,7 +220,7 @@ func TestRacesCommittedAfterSnapshot(t *testing.T) {
 		tx := e.begin()
 		e.insertRecord(tx, winner)
 		ops := []spent.ClaimOp{completeOp("k", 2, t0), completeOp("other", 3, t0)}
-		var res []spent.ClaimResult
+		var res []spent.ClaimAnswer
 		var err error
 		e.whileWaiting(func() { res, err = e.store.ClaimBatch(ctx, ops) }, e.commit(tx))
 		if err != nil {
@@ -246,7 +246,7 @@ func TestRacesCommittedAfterSnapshot(t *testing.T) {
 			e.insertRecord(tx, done)
 			var got spent.Record
 			var err error
-			e.whileWaiting(func() { got, err = e.store.Complete(ctx, p.Record.Key, p.Record.Seq, []byte(tc.result), t0) }, e.commit(tx))
+			e.whileWaiting(func() { got, err = e.store.Complete(ctx, p.Record.Hash, p.Record.Seq, []byte(tc.result), t0) }, e.commit(tx))
 			if !errors.Is(err, tc.wantErr) || (err != nil) != (tc.wantErr != nil) {
 				t.Fatalf("Complete with %q: got %v, want %v", tc.result, err, tc.wantErr)
 			}
@@ -265,9 +265,9 @@ func TestRacesCommittedAfterSnapshot(t *testing.T) {
 		p := pendingOp("k", 1, t0)
 		mustClaim(t, e.store, p)
 		tx := e.begin()
-		e.exec(tx, "DELETE FROM "+e.table("records")+" WHERE key = $1", p.Record.Key[:])
+		e.exec(tx, "DELETE FROM "+e.table("records")+" WHERE key = $1", p.Record.Hash[:])
 		var err error
-		e.whileWaiting(func() { err = e.store.Release(ctx, p.Record.Key, p.Record.Seq, t0) }, e.commit(tx))
+		e.whileWaiting(func() { err = e.store.Release(ctx, p.Record.Hash, p.Record.Seq, t0) }, e.commit(tx))
 		if !errors.Is(err, spent.ErrNotFound) {
 			t.Fatalf("Release of a record deleted meanwhile: got %v, want ErrNotFound", err)
 		}
@@ -288,7 +288,7 @@ func TestRacesCommittedAfterSnapshot(t *testing.T) {
 		if err != nil || n != 0 {
 			t.Fatalf("DeleteExpired: got %d, %v, want 0, nil (the row was retaken)", n, err)
 		}
-		got, err := e.store.Get(ctx, taker.Key, sweep)
+		got, err := e.store.Get(ctx, taker.Hash, sweep)
 		if err != nil {
 			t.Fatalf("Get of the retaken record after the sweep: %v", err)
 		}
@@ -301,7 +301,7 @@ func TestRacesCommittedAfterSnapshot(t *testing.T) {
 		exp := t0.Add(time.Hour)
 		tx := e.begin()
 		e.exec(tx, "INSERT INTO "+e.table("counters")+" (key, value, expires_at) VALUES ($1, 3, $2)", key[:], exp.UnixNano())
-		var res spent.CountResult
+		var res spent.CountAnswer
 		var err error
 		e.whileWaiting(func() {
 			res, err = e.store.Count(ctx, spent.CountOp{Key: key, Limit: 3, ExpiresAt: t0.Add(time.Minute), Now: t0})

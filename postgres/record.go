@@ -61,7 +61,7 @@ func claimArgs(op *spent.ClaimOp) ([]any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("now: %w", err)
 	}
-	key := r.Key
+	key := r.Hash
 	return []any{
 		key[:], []byte(r.Namespace), []byte(r.RawKey), first, []byte(r.Place),
 		r.Fingerprint, int16(r.State), r.Result, exp, lease,
@@ -87,21 +87,21 @@ func (r *scanRow) dest() []any {
 // limited returns the record of a row read with limitedCols, whose result
 // length is n (nil for no result): a result the statement left out for
 // being longer than limit is reported omitted.
-func (r *scanRow) limited(n *int64, limit int) (spent.ClaimResult, error) {
+func (r *scanRow) limited(n *int64, limit int) (spent.ClaimAnswer, error) {
 	rec, err := r.record()
 	if err != nil {
-		return spent.ClaimResult{}, err
+		return spent.ClaimAnswer{}, err
 	}
 	if limit > 0 && n != nil && *n > int64(limit) {
 		if rec.Result != nil {
-			return spent.ClaimResult{}, fmt.Errorf("%w: a result of %d bytes over the limit %d came back", ErrCorrupt, *n, limit)
+			return spent.ClaimAnswer{}, fmt.Errorf("%w: a result of %d bytes over the limit %d came back", ErrCorrupt, *n, limit)
 		}
-		return spent.ClaimResult{Record: rec, ResultOmitted: true, ResultLen: int(*n)}, nil
+		return spent.ClaimAnswer{Record: rec, ResultOmitted: true, ResultLen: int(*n)}, nil
 	}
 	if n != nil && (rec.Result == nil || int64(len(rec.Result)) != *n) {
-		return spent.ClaimResult{}, fmt.Errorf("%w: a result of %d bytes came back as %d", ErrCorrupt, *n, len(rec.Result))
+		return spent.ClaimAnswer{}, fmt.Errorf("%w: a result of %d bytes came back as %d", ErrCorrupt, *n, len(rec.Result))
 	}
-	return spent.ClaimResult{Record: rec}, nil
+	return spent.ClaimAnswer{Record: rec}, nil
 }
 
 // record decodes the scanned row. Fingerprint and Result keep the
@@ -119,7 +119,7 @@ func (r *scanRow) record() (spent.Record, error) {
 	if r.node < 0 || r.node > math.MaxUint32 {
 		return rec, fmt.Errorf("%w: seq node %d", ErrCorrupt, r.node)
 	}
-	copy(rec.Key[:], r.key)
+	copy(rec.Hash[:], r.key)
 	rec.Namespace = string(r.namespace)
 	rec.RawKey = string(r.rawKey)
 	if r.firstSeen != nil {

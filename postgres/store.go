@@ -227,12 +227,12 @@ const maxRereads = 10
 // winner of a race committed after the statement's snapshot was taken), it
 // reads the row again with a second, and claims again if the key has been
 // freed since.
-func (s *Store) Claim(ctx context.Context, op spent.ClaimOp) (spent.ClaimResult, error) {
+func (s *Store) Claim(ctx context.Context, op spent.ClaimOp) (spent.ClaimAnswer, error) {
 	args, err := claimArgs(&op)
 	if err != nil {
-		return spent.ClaimResult{}, fmt.Errorf("postgres: claim: %w", err)
+		return spent.ClaimAnswer{}, fmt.Errorf("postgres: claim: %w", err)
 	}
-	var res spent.ClaimResult
+	var res spent.ClaimAnswer
 	err = s.do(ctx, "claim", func(ctx context.Context) error {
 		var err error
 		res, err = s.claim(ctx, &op, args)
@@ -241,13 +241,13 @@ func (s *Store) Claim(ctx context.Context, op spent.ClaimOp) (spent.ClaimResult,
 	return res, err
 }
 
-func (s *Store) claim(ctx context.Context, op *spent.ClaimOp, args []any) (spent.ClaimResult, error) {
+func (s *Store) claim(ctx context.Context, op *spent.ClaimOp, args []any) (spent.ClaimAnswer, error) {
 	for range maxRereads {
 		res, ok, err := s.claimOnce(ctx, op, args)
 		if err != nil || ok {
 			return res, err
 		}
-		got, found, err := s.getAnyLimit(ctx, op.Record.Key, op.ResultLimit)
+		got, found, err := s.getAnyLimit(ctx, op.Record.Hash, op.ResultLimit)
 		if err != nil {
 			return res, err
 		}
@@ -255,13 +255,13 @@ func (s *Store) claim(ctx context.Context, op *spent.ClaimOp, args []any) (spent
 			return got, nil
 		}
 	}
-	return spent.ClaimResult{}, ErrUnsettled
+	return spent.ClaimAnswer{}, ErrUnsettled
 }
 
 // claimOnce runs the claim statement. ok is false when its answer cannot be
 // trusted: no row came back, or only a version of the row that is free at
 // op.Now (an old one, from the snapshot).
-func (s *Store) claimOnce(ctx context.Context, op *spent.ClaimOp, args []any) (res spent.ClaimResult, ok bool, err error) {
+func (s *Store) claimOnce(ctx context.Context, op *spent.ClaimOp, args []any) (res spent.ClaimAnswer, ok bool, err error) {
 	rows, err := s.pool.Query(ctx, s.q.claim, args...)
 	if err != nil {
 		return res, false, err
@@ -270,7 +270,7 @@ func (s *Store) claimOnce(ctx context.Context, op *spent.ClaimOp, args []any) (r
 }
 
 // claimRows reads the answer of the claim statement.
-func claimRows(rows pgx.Rows, op *spent.ClaimOp) (res spent.ClaimResult, ok bool, err error) {
+func claimRows(rows pgx.Rows, op *spent.ClaimOp) (res spent.ClaimAnswer, ok bool, err error) {
 	defer rows.Close()
 	var sc scanRow
 	var inserted bool
@@ -294,7 +294,7 @@ func claimRows(rows pgx.Rows, op *spent.ClaimOp) (res spent.ClaimResult, ok bool
 	}
 	if inserted {
 		// What the statement wrote.
-		return spent.ClaimResult{Inserted: true, Record: op.Record}, true, nil
+		return spent.ClaimAnswer{Inserted: true, Record: op.Record}, true, nil
 	}
 	if res, err = sc.limited(resultLen, op.ResultLimit); err != nil {
 		return res, false, err
@@ -316,9 +316,9 @@ func claimRows(rows pgx.Rows, op *spent.ClaimOp) (res spent.ClaimResult, ok bool
 // the winner's row until the batch commits, so a later op of the batch on
 // the same key saw exactly that row, and answers for both; if there is
 // none, it is settled after the commit as Claim settles it.
-func (s *Store) ClaimBatch(ctx context.Context, ops []spent.ClaimOp) ([]spent.ClaimResult, error) {
+func (s *Store) ClaimBatch(ctx context.Context, ops []spent.ClaimOp) ([]spent.ClaimAnswer, error) {
 	if len(ops) == 0 {
-		return []spent.ClaimResult{}, nil
+		return []spent.ClaimAnswer{}, nil
 	}
 	args := make([][]any, len(ops))
 	for i := range ops {
@@ -333,9 +333,9 @@ func (s *Store) ClaimBatch(ctx context.Context, ops []spent.ClaimOp) ([]spent.Cl
 		order[i] = i
 	}
 	sort.SliceStable(order, func(a, b int) bool {
-		return bytes.Compare(ops[order[a]].Record.Key[:], ops[order[b]].Record.Key[:]) < 0
+		return bytes.Compare(ops[order[a]].Record.Hash[:], ops[order[b]].Record.Hash[:]) < 0
 	})
-	res := make([]spent.ClaimResult, len(ops))
+	res := make([]spent.ClaimAnswer, len(ops))
 	settled := make([]bool, len(ops))
 	err := s.do(ctx, "claim batch", func(ctx context.Context) error {
 		b := &pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, len(ops))}
@@ -366,7 +366,7 @@ func (s *Store) ClaimBatch(ctx context.Context, ops []spent.ClaimOp) ([]spent.Cl
 			continue
 		}
 		if k+1 < len(order) {
-			if j := order[k+1]; ops[j].Record.Key == ops[i].Record.Key && settled[j] && !res[j].Inserted &&
+			if j := order[k+1]; ops[j].Record.Hash == ops[i].Record.Hash && settled[j] && !res[j].Inserted &&
 				!spent.FreeAt(&res[j].Record, ops[i].Now, ops[i].Retake) {
 				if r, ok := shareAnswer(res[j], ops[i].ResultLimit); ok {
 					res[i] = r
@@ -520,26 +520,26 @@ func (s *Store) Get(ctx context.Context, key spent.Hash, now time.Time) (spent.R
 // shareAnswer returns the answer r (of another op on the same key) for an
 // op with ResultLimit limit, or false when r left out a result that this op
 // may receive.
-func shareAnswer(r spent.ClaimResult, limit int) (spent.ClaimResult, bool) {
+func shareAnswer(r spent.ClaimAnswer, limit int) (spent.ClaimAnswer, bool) {
 	if r.ResultOmitted {
-		return spent.ClaimResult{Record: r.Record, ResultOmitted: true, ResultLen: r.ResultLen},
+		return spent.ClaimAnswer{Record: r.Record, ResultOmitted: true, ResultLen: r.ResultLen},
 			limit > 0 && r.ResultLen > limit
 	}
-	return spent.LimitResult(spent.ClaimResult{Record: r.Record}, limit), true
+	return spent.LimitResult(spent.ClaimAnswer{Record: r.Record}, limit), true
 }
 
 // getAnyLimit reads the row of key, live or not, in a statement of its
 // own, leaving out a result longer than limit when limit is positive.
-func (s *Store) getAnyLimit(ctx context.Context, key spent.Hash, limit int) (spent.ClaimResult, bool, error) {
+func (s *Store) getAnyLimit(ctx context.Context, key spent.Hash, limit int) (spent.ClaimAnswer, bool, error) {
 	rows, err := s.pool.Query(ctx, s.q.getAnyLimit, key[:], int64(max(0, limit)))
 	if err != nil {
-		return spent.ClaimResult{}, false, err
+		return spent.ClaimAnswer{}, false, err
 	}
 	var sc scanRow
 	var n *int64
 	found, err := scanOne(rows, append(sc.dest(), &n)...)
 	if err != nil || !found {
-		return spent.ClaimResult{}, false, err
+		return spent.ClaimAnswer{}, false, err
 	}
 	res, err := sc.limited(n, limit)
 	return res, err == nil, err
@@ -638,17 +638,17 @@ func (s *Store) ReserveSeq(ctx context.Context, node uint32, n uint64) (uint64, 
 
 // Count implements [spent.Store] in one statement, plus a read when the
 // counter is at its limit but was not in the statement's snapshot.
-func (s *Store) Count(ctx context.Context, op spent.CountOp) (spent.CountResult, error) {
+func (s *Store) Count(ctx context.Context, op spent.CountOp) (spent.CountAnswer, error) {
 	now, err := nanos(op.Now)
 	if err != nil {
-		return spent.CountResult{}, fmt.Errorf("postgres: count: now: %w", err)
+		return spent.CountAnswer{}, fmt.Errorf("postgres: count: now: %w", err)
 	}
 	exp, err := nanos(op.ExpiresAt)
 	if err != nil {
-		return spent.CountResult{}, fmt.Errorf("postgres: count: expires at: %w", err)
+		return spent.CountAnswer{}, fmt.Errorf("postgres: count: expires at: %w", err)
 	}
 	limit := int64(min(op.Limit, math.MaxInt64))
-	var res spent.CountResult
+	var res spent.CountAnswer
 	err = s.do(ctx, "count", func(ctx context.Context) error {
 		for range maxRereads {
 			rows, err := s.pool.Query(ctx, s.q.count, op.Key[:], exp, limit, now)
@@ -662,7 +662,7 @@ func (s *Store) Count(ctx context.Context, op spent.CountOp) (spent.CountResult,
 				return err
 			}
 			if added {
-				res = spent.CountResult{Value: uint64(value), Added: true, ExpiresAt: fromNanos(until)}
+				res = spent.CountAnswer{Value: uint64(value), Added: true, ExpiresAt: fromNanos(until)}
 				return nil
 			}
 			if judgeCount(found, value, until, limit, now, exp, &res) {
@@ -685,14 +685,14 @@ func (s *Store) Count(ctx context.Context, op spent.CountOp) (spent.CountResult,
 // judgeCount tells what a Count that added nothing returns, given the
 // counter's row (if found); false when the row does not explain why
 // nothing was added (it changed since): it must be read again.
-func judgeCount(found bool, value, until, limit, now, exp int64, res *spent.CountResult) bool {
+func judgeCount(found bool, value, until, limit, now, exp int64, res *spent.CountAnswer) bool {
 	live := found && until > now
 	switch {
 	case live && value >= limit:
-		*res = spent.CountResult{Value: uint64(value), ExpiresAt: fromNanos(until)}
+		*res = spent.CountAnswer{Value: uint64(value), ExpiresAt: fromNanos(until)}
 		return true
 	case !live && limit == 0:
-		*res = spent.CountResult{ExpiresAt: fromNanos(exp)}
+		*res = spent.CountAnswer{ExpiresAt: fromNanos(exp)}
 		return true
 	}
 	return false

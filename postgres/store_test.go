@@ -29,20 +29,20 @@ func TestStore(t *testing.T) {
 			fp[i] = byte(i)
 		}
 		cases := map[string]spent.Record{
-			"EmptyResultNilFingerprint": {Namespace: "default", Key: hashOf("a"), FirstSeen: t0, Place: "gate",
+			"EmptyResultNilFingerprint": {Namespace: "default", Hash: hashOf("a"), FirstSeen: t0, Place: "gate",
 				State: spent.StateComplete, Result: []byte{}, ExpiresAt: t0.Add(time.Hour), Seq: spent.Seq{Node: 3, Counter: 1}},
-			"EmptyFingerprintNilResult": {Namespace: "default", Key: hashOf("b"), FirstSeen: t0, Fingerprint: []byte{},
+			"EmptyFingerprintNilResult": {Namespace: "default", Hash: hashOf("b"), FirstSeen: t0, Fingerprint: []byte{},
 				State: spent.StateComplete, ExpiresAt: t0.Add(time.Hour), Seq: spent.Seq{Node: 3, Counter: 2}},
-			"BinaryTextAndHugeSeq": {Namespace: "n\x00s\xff", Key: hashOf("c"), RawKey: "raw\x00key\xfe", FirstSeen: t0.Add(time.Nanosecond),
+			"BinaryTextAndHugeSeq": {Namespace: "n\x00s\xff", Hash: hashOf("c"), RawKey: "raw\x00key\xfe", FirstSeen: t0.Add(time.Nanosecond),
 				Place: "pl\x00ce\xc3", Fingerprint: fp, State: spent.StateComplete, Result: []byte{0, 1, 2, 0},
 				ExpiresAt: t0.Add(24*time.Hour + 1), Seq: spent.Seq{Node: math.MaxUint32, Counter: math.MaxUint64}},
-			"SeqCounterPast2To63": {Namespace: "default", Key: hashOf("d"), FirstSeen: t0, Place: "gate",
+			"SeqCounterPast2To63": {Namespace: "default", Hash: hashOf("d"), FirstSeen: t0, Place: "gate",
 				State: spent.StateComplete, Result: []byte("x"), ExpiresAt: t0.Add(time.Hour), Seq: spent.Seq{Node: 1, Counter: 1<<63 + 5}},
-			"PendingWithLease": {Namespace: "pay", Key: hashOf("e"), FirstSeen: t0, Place: "node-7",
+			"PendingWithLease": {Namespace: "pay", Hash: hashOf("e"), FirstSeen: t0, Place: "node-7",
 				State: spent.StatePending, ExpiresAt: t0.Add(time.Hour), LeaseUntil: t0.Add(30*time.Second + 7), Seq: spent.Seq{Node: 2, Counter: 9}},
-			"ZeroFirstSeen": {Namespace: "default", Key: hashOf("f"), State: spent.StateComplete, Result: []byte("y"),
+			"ZeroFirstSeen": {Namespace: "default", Hash: hashOf("f"), State: spent.StateComplete, Result: []byte("y"),
 				ExpiresAt: t0.Add(time.Hour), Seq: spent.Seq{Node: 1, Counter: 10}},
-			"FarFuture": {Namespace: "default", Key: hashOf("g"), FirstSeen: t0, State: spent.StateComplete, Result: []byte("z"),
+			"FarFuture": {Namespace: "default", Hash: hashOf("g"), FirstSeen: t0, State: spent.StateComplete, Result: []byte("z"),
 				ExpiresAt: time.Date(2262, 1, 1, 0, 0, 0, 1, time.UTC), Seq: spent.Seq{Node: 1, Counter: 11}},
 		}
 		for name, rec := range cases {
@@ -52,7 +52,7 @@ func TestStore(t *testing.T) {
 					t.Fatalf("Claim: got not inserted, want inserted")
 				}
 				wantRecord(t, "Claim's answer", res.Record, rec)
-				got, err := s.Get(ctx, rec.Key, t0)
+				got, err := s.Get(ctx, rec.Hash, t0)
 				if err != nil {
 					t.Fatalf("Get: %v", err)
 				}
@@ -145,7 +145,7 @@ func TestStore(t *testing.T) {
 					}
 					mu.Lock()
 					for i := range res {
-						k := ops[i].Record.Key
+						k := ops[i].Record.Hash
 						if w, ok := winners[k]; ok && res[i].Record.Seq != w {
 							errs <- fmt.Errorf("key %v: got seq %v, want the winner's %v", k, res[i].Record.Seq, w)
 						}
@@ -175,7 +175,7 @@ func TestStore(t *testing.T) {
 		s := open(t)
 		key := hashOf("quota")
 		exp := t0.Add(time.Minute)
-		count := func(limit uint64, now time.Time) spent.CountResult {
+		count := func(limit uint64, now time.Time) spent.CountAnswer {
 			t.Helper()
 			r, err := s.Count(ctx, spent.CountOp{Key: key, Limit: limit, ExpiresAt: now.Add(time.Minute), Now: now})
 			if err != nil {

@@ -75,12 +75,12 @@ type countingStore struct {
 	claims atomic.Int64
 }
 
-func (s *countingStore) Claim(ctx context.Context, op spent.ClaimOp) (spent.ClaimResult, error) {
+func (s *countingStore) Claim(ctx context.Context, op spent.ClaimOp) (spent.ClaimAnswer, error) {
 	s.claims.Add(1)
 	return s.Store.Claim(ctx, op)
 }
 
-func (s *countingStore) ClaimBatch(ctx context.Context, ops []spent.ClaimOp) ([]spent.ClaimResult, error) {
+func (s *countingStore) ClaimBatch(ctx context.Context, ops []spent.ClaimOp) ([]spent.ClaimAnswer, error) {
 	s.claims.Add(int64(len(ops)))
 	return s.Store.ClaimBatch(ctx, ops)
 }
@@ -518,9 +518,9 @@ type failingStore struct {
 
 var errDown = errors.New("store down")
 
-func (s *failingStore) Claim(ctx context.Context, op spent.ClaimOp) (spent.ClaimResult, error) {
+func (s *failingStore) Claim(ctx context.Context, op spent.ClaimOp) (spent.ClaimAnswer, error) {
 	if s.fail.Load() {
-		return spent.ClaimResult{}, errDown
+		return spent.ClaimAnswer{}, errDown
 	}
 	return s.Store.Claim(ctx, op)
 }

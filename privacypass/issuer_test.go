@@ -252,7 +252,7 @@ func TestNewRefusesUnsafeNamespaces(t *testing.T) {
 	good := privacypass.NamespacePolicy(cfg.Epoch, cfg.Grace, cfg.Skew)
 	cases := map[string]func(*spent.Policy){
 		"Echo":           func(p *spent.Policy) { p.Mode = spent.ModeEcho },
-		"Retake":         func(p *spent.Policy) { p.OnLeaseExpiry = spent.Retake },
+		"Retake":         func(p *spent.Policy) { p.OnLeaseExpiry = spent.LeaseExpiryRetake },
 		"ShortRetention": func(p *spent.Policy) { p.Retention = 24 * time.Hour },
 	}
 	for name, mutate := range cases {

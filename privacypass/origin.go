@@ -171,7 +171,7 @@ func checkPolicy(p spent.Policy) error {
 	if p.Mode != spent.ModeRefuse {
 		return fmt.Errorf("mode %q: tokens need refuse mode", p.Mode)
 	}
-	if p.OnLeaseExpiry != spent.Hold {
+	if p.OnLeaseExpiry != spent.LeaseExpiryHold {
 		return fmt.Errorf("on_lease_expiry %q: tokens need hold (under retake a spend whose handler outlived the lease could be spent again)", p.OnLeaseExpiry)
 	}
 	if p.StoreRawKey {
@@ -188,7 +188,7 @@ func checkPolicy(p spent.Policy) error {
 // carries its own expiry, the key's last acceptance instant, so the
 // retention is only a bound, which New checks.
 func NamespacePolicy(epoch, grace, skew time.Duration) spent.Policy {
-	return spent.Policy{Mode: spent.ModeRefuse, Retention: epoch + grace + skew, Lease: 30 * time.Second, OnLeaseExpiry: spent.Hold}
+	return spent.Policy{Mode: spent.ModeRefuse, Retention: epoch + grace + skew, Lease: 30 * time.Second, OnLeaseExpiry: spent.LeaseExpiryHold}
 }
 
 // Challenges returns fresh challenges, one per token type that has a

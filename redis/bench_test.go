@@ -39,7 +39,7 @@ func benchOp(rng *rand.Rand, seq uint64) spent.ClaimOp {
 	binary.LittleEndian.PutUint64(h[:8], rng.Uint64())
 	binary.LittleEndian.PutUint64(h[8:], rng.Uint64())
 	return spent.ClaimOp{Now: now, Record: spent.Record{
-		Namespace: "tickets", Key: h, FirstSeen: now, Place: "gate-12",
+		Namespace: "tickets", Hash: h, FirstSeen: now, Place: "gate-12",
 		State: spent.StateComplete, Result: []byte{}, ExpiresAt: now.Add(benchTTL),
 		Seq: spent.Seq{Node: 1, Counter: seq},
 	}}
@@ -176,7 +176,7 @@ func BenchmarkClaim(b *testing.B) {
 		cfg := spent.DefaultConfig()
 		cfg.Secret = make([]byte, spent.MinSecretLen)
 		cfg.Namespaces = map[string]spent.Policy{"tickets": {
-			Mode: spent.ModeRefuse, Retention: benchTTL, Lease: time.Minute, OnLeaseExpiry: spent.Hold,
+			Mode: spent.ModeRefuse, Retention: benchTTL, Lease: time.Minute, OnLeaseExpiry: spent.LeaseExpiryHold,
 		}}
 		l, err := spent.NewLedger(ctx, s, cfg)
 		if err != nil {
@@ -233,7 +233,7 @@ func BenchmarkClaimInterleaved(b *testing.B) {
 	cfg := spent.DefaultConfig()
 	cfg.Secret = make([]byte, spent.MinSecretLen)
 	cfg.Namespaces = map[string]spent.Policy{"tickets": {
-		Mode: spent.ModeRefuse, Retention: benchTTL, Lease: time.Minute, OnLeaseExpiry: spent.Hold,
+		Mode: spent.ModeRefuse, Retention: benchTTL, Lease: time.Minute, OnLeaseExpiry: spent.LeaseExpiryHold,
 	}}
 	l, err := spent.NewLedger(ctx, s, cfg)
 	if err != nil {

@@ -163,7 +163,7 @@ func decodeRecord(h spent.Hash, v []byte) (spent.Record, error) {
 		return spent.Record{}, fmt.Errorf("%w: record of %d bytes, fields of %d", ErrCorrupt, len(v), headerLen+nl+rl+pl+fl)
 	}
 	r := spent.Record{
-		Key:        h,
+		Hash:       h,
 		State:      st,
 		ExpiresAt:  getTime(v[offExpires:]),
 		LeaseUntil: getTime(v[offLease:]),

@@ -13,7 +13,7 @@ import (
 )
 
 func sameRecord(a, b spent.Record) bool {
-	return a.Namespace == b.Namespace && a.Key == b.Key && a.RawKey == b.RawKey &&
+	return a.Namespace == b.Namespace && a.Hash == b.Hash && a.RawKey == b.RawKey &&
 		a.FirstSeen.Equal(b.FirstSeen) && a.Place == b.Place &&
 		bytes.Equal(a.Fingerprint, b.Fingerprint) && a.State == b.State &&
 		bytes.Equal(a.Result, b.Result) && (a.Result == nil) == (b.Result == nil) &&
@@ -22,21 +22,21 @@ func sameRecord(a, b spent.Record) bool {
 }
 
 var codecRecords = map[string]spent.Record{
-	"Complete": {Namespace: "default", Key: hashOf("a"), FirstSeen: t0, Place: "gate", Fingerprint: bytes.Repeat([]byte{7}, 32),
+	"Complete": {Namespace: "default", Hash: hashOf("a"), FirstSeen: t0, Place: "gate", Fingerprint: bytes.Repeat([]byte{7}, 32),
 		State: spent.StateComplete, Result: []byte{0, 1, 2, 0}, ExpiresAt: t0.Add(time.Hour), Seq: spent.Seq{Node: 3, Counter: 1}},
-	"EmptyResult": {Namespace: "n", Key: hashOf("b"), FirstSeen: t0, State: spent.StateComplete, Result: []byte{},
+	"EmptyResult": {Namespace: "n", Hash: hashOf("b"), FirstSeen: t0, State: spent.StateComplete, Result: []byte{},
 		ExpiresAt: t0.Add(time.Nanosecond), Seq: spent.Seq{Node: math.MaxUint32, Counter: math.MaxUint64}},
-	"Pending": {Namespace: "pay", Key: hashOf("c"), RawKey: "order-17", FirstSeen: time.Unix(0, 1), Place: strings.Repeat("p", 300),
+	"Pending": {Namespace: "pay", Hash: hashOf("c"), RawKey: "order-17", FirstSeen: time.Unix(0, 1), Place: strings.Repeat("p", 300),
 		State: spent.StatePending, LeaseUntil: t0.Add(5 * time.Second), ExpiresAt: time.Date(2262, 4, 12, 0, 0, 0, 999999999, time.UTC),
 		Seq: spent.Seq{Node: 1, Counter: 1 << 62}},
-	"FarFuture": {Namespace: "x", Key: hashOf("d"), FirstSeen: time.Date(1, 1, 1, 0, 0, 0, 1, time.UTC), State: spent.StateComplete,
+	"FarFuture": {Namespace: "x", Hash: hashOf("d"), FirstSeen: time.Date(1, 1, 1, 0, 0, 0, 1, time.UTC), State: spent.StateComplete,
 		Result: []byte("r"), ExpiresAt: time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC), Seq: spent.Seq{Node: 1, Counter: 2}},
 }
 
 func TestRecordRoundTrip(t *testing.T) {
 	for name, r := range codecRecords {
 		t.Run(name, func(t *testing.T) {
-			got, err := redis.DecodeRecord(r.Key, redis.EncodeRecord(&r))
+			got, err := redis.DecodeRecord(r.Hash, redis.EncodeRecord(&r))
 			if err != nil {
 				t.Fatalf("DecodeRecord: %v", err)
 			}
@@ -62,7 +62,7 @@ func TestDecodeRefusesDamage(t *testing.T) {
 	w := redis.EncodeRecord(&noResult)
 	damaged["ResultWithoutFlag"] = append(w, 'x')
 	for name, b := range damaged {
-		if _, err := redis.DecodeRecord(r.Key, b); !errors.Is(err, redis.ErrCorrupt) {
+		if _, err := redis.DecodeRecord(r.Hash, b); !errors.Is(err, redis.ErrCorrupt) {
 			t.Errorf("%s: got %v, want ErrCorrupt", name, err)
 		}
 	}

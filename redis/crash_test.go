@@ -39,7 +39,7 @@ const killNS = "tickets"
 
 func killPolicies() map[string]spent.Policy {
 	return map[string]spent.Policy{killNS: {
-		Mode: spent.ModeEcho, Retention: time.Hour, Lease: time.Minute, OnLeaseExpiry: spent.Hold,
+		Mode: spent.ModeEcho, Retention: time.Hour, Lease: time.Minute, OnLeaseExpiry: spent.LeaseExpiryHold,
 	}}
 }
 

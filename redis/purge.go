@@ -131,9 +131,9 @@ func (s *Store) purgeKeys(ctx context.Context, namespace string, keys []string, 
 		if len(dels) == want {
 			return s.purgeRun(ctx, dels, true)
 		}
-		m := member(&r.Key)
-		rk := s.ks.recordKey(&r.Key, m)
-		dels = append(dels, newCall(rk, scriptPurge, []string{rk, s.ks.pending[r.Key[0]]}, namespace, m))
+		m := member(&r.Hash)
+		rk := s.ks.recordKey(&r.Hash, m)
+		dels = append(dels, newCall(rk, scriptPurge, []string{rk, s.ks.pending[r.Hash[0]]}, namespace, m))
 	}
 	return s.purgeRun(ctx, dels, len(dels) == want)
 }

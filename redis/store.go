@@ -247,8 +247,8 @@ func encodeClaim(op *spent.ClaimOp) ([]byte, error) {
 // is blob.
 func (s *Store) claimScript(op *spent.ClaimOp, blob []byte) *call {
 	r := &op.Record
-	m := member(&r.Key)
-	key := s.ks.recordKey(&r.Key, m)
+	m := member(&r.Hash)
+	key := s.ks.recordKey(&r.Hash, m)
 	sec, nsec := timeArgs(op.Now)
 	retake := "0"
 	if op.Retake {
@@ -258,7 +258,7 @@ func (s *Store) claimScript(op *spent.ClaimOp, blob []byte) *call {
 	if r.State == spent.StatePending {
 		lease = r.LeaseUntil.UnixMilli()
 	}
-	return newCall(key, scriptClaim, []string{key, s.ks.pending[r.Key[0]]},
+	return newCall(key, scriptClaim, []string{key, s.ks.pending[r.Hash[0]]},
 		blob, sec, nsec, retake, ceilMilli(r.ExpiresAt), lease, m, max(0, op.ResultLimit))
 }
 
@@ -271,7 +271,7 @@ func (s *Store) claimScript(op *spent.ClaimOp, blob []byte) *call {
 // (its result may be long): when the key is taken, the claim script reads
 // the record instead, leaving a long result on the server.
 func (s *Store) claimFast(op *spent.ClaimOp, blob []byte) *call {
-	key := s.ks.recordKey(&op.Record.Key, member(&op.Record.Key))
+	key := s.ks.recordKey(&op.Record.Hash, member(&op.Record.Hash))
 	if op.ResultLimit > 0 {
 		return &call{route: key, noGet: true, args: []any{"set", key, blob, "nx", "pxat", ceilMilli(op.Record.ExpiresAt)}}
 	}
@@ -281,21 +281,21 @@ func (s *Store) claimFast(op *spent.ClaimOp, blob []byte) *call {
 // claimResult turns the reply of a claim call into op's result. again
 // reports a fast call that found a record free at op.Now: only the claim
 // script may replace it.
-func claimResult(op *spent.ClaimOp, c *call) (res spent.ClaimResult, again bool, err error) {
+func claimResult(op *spent.ClaimOp, c *call) (res spent.ClaimAnswer, again bool, err error) {
 	fast := c.scr == nil
 	if c.noGet {
 		// SET NX without GET: OK when it wrote, nil when the key is
 		// taken, by a record the claim script must read and judge.
 		if errors.Is(c.cmd.Err(), goredis.Nil) {
-			return spent.ClaimResult{}, true, nil
+			return spent.ClaimAnswer{}, true, nil
 		}
 		if v, ok := c.cmd.Val().(string); ok && v == "OK" {
-			return spent.ClaimResult{Inserted: true, Record: op.Record}, false, nil
+			return spent.ClaimAnswer{Inserted: true, Record: op.Record}, false, nil
 		}
-		return spent.ClaimResult{}, false, fmt.Errorf("%w: claim answered %T %v", ErrCorrupt, c.cmd.Val(), c.cmd.Val())
+		return spent.ClaimAnswer{}, false, fmt.Errorf("%w: claim answered %T %v", ErrCorrupt, c.cmd.Val(), c.cmd.Val())
 	}
 	if fast && errors.Is(c.cmd.Err(), goredis.Nil) {
-		return spent.ClaimResult{Inserted: true, Record: op.Record}, false, nil
+		return spent.ClaimAnswer{Inserted: true, Record: op.Record}, false, nil
 	}
 	omitted := 0
 	val := c.cmd.Val()
@@ -303,47 +303,47 @@ func claimResult(op *spent.ClaimOp, c *call) (res spent.ClaimResult, again bool,
 		// The script left out a result over op's limit.
 		n, ok := v[1].(int64)
 		if !ok || n <= int64(op.ResultLimit) {
-			return spent.ClaimResult{}, false, fmt.Errorf("%w: claim answered %v", ErrCorrupt, v)
+			return spent.ClaimAnswer{}, false, fmt.Errorf("%w: claim answered %v", ErrCorrupt, v)
 		}
 		val, omitted = v[0], int(n)
 	}
 	switch v := val.(type) {
 	case int64:
 		if v == 1 && !fast {
-			return spent.ClaimResult{Inserted: true, Record: op.Record}, false, nil
+			return spent.ClaimAnswer{Inserted: true, Record: op.Record}, false, nil
 		}
 	case string:
-		r, err := decodeRecord(op.Record.Key, []byte(v))
+		r, err := decodeRecord(op.Record.Hash, []byte(v))
 		if err != nil {
-			return spent.ClaimResult{}, false, err
+			return spent.ClaimAnswer{}, false, err
 		}
 		// A record carrying op's own seq was written by op: the call ran
 		// twice (a resend after a lost reply), and the first run inserted.
 		if r.Seq == op.Record.Seq {
-			return spent.ClaimResult{Inserted: true, Record: op.Record}, false, nil
+			return spent.ClaimAnswer{Inserted: true, Record: op.Record}, false, nil
 		}
 		if fast && spent.FreeAt(&r, op.Now, op.Retake) {
-			return spent.ClaimResult{}, true, nil
+			return spent.ClaimAnswer{}, true, nil
 		}
 		if omitted > 0 {
 			r.Result = nil
-			return spent.ClaimResult{Record: r, ResultOmitted: true, ResultLen: omitted}, false, nil
+			return spent.ClaimAnswer{Record: r, ResultOmitted: true, ResultLen: omitted}, false, nil
 		}
-		return spent.ClaimResult{Record: r}, false, nil
+		return spent.ClaimAnswer{Record: r}, false, nil
 	}
-	return spent.ClaimResult{}, false, fmt.Errorf("%w: claim answered %T %v", ErrCorrupt, c.cmd.Val(), c.cmd.Val())
+	return spent.ClaimAnswer{}, false, fmt.Errorf("%w: claim answered %T %v", ErrCorrupt, c.cmd.Val(), c.cmd.Val())
 }
 
 // claim runs the calls of ops (calls[i] is the call of ops[i]; blobs[i] its
 // stored record), then the claim script for the ops whose fast call found a
 // free record, in order. A replica shortfall fails the claims only when
 // one of them wrote.
-func (s *Store) claim(ctx context.Context, ops []spent.ClaimOp, blobs [][]byte, calls []*call) ([]spent.ClaimResult, error) {
+func (s *Store) claim(ctx context.Context, ops []spent.ClaimOp, blobs [][]byte, calls []*call) ([]spent.ClaimAnswer, error) {
 	short := s.exec(ctx, calls, true)
 	if short != nil && !errors.Is(short, ErrNotReplicated) {
 		return nil, short
 	}
-	out := make([]spent.ClaimResult, len(ops))
+	out := make([]spent.ClaimAnswer, len(ops))
 	var again []int
 	wrote := false
 	for i := range ops {
@@ -393,13 +393,13 @@ func (s *Store) claim(ctx context.Context, ops []spent.ClaimOp, blobs [][]byte, 
 // comes after the server has written it to its append-only file (with
 // appendfsync always, before any reply of the same event loop), and, with
 // Options.WaitReplicas, after the replicas acknowledged it.
-func (s *Store) Claim(ctx context.Context, op spent.ClaimOp) (spent.ClaimResult, error) {
+func (s *Store) Claim(ctx context.Context, op spent.ClaimOp) (spent.ClaimAnswer, error) {
 	if err := s.enter("claim"); err != nil {
-		return spent.ClaimResult{}, err
+		return spent.ClaimAnswer{}, err
 	}
 	blob, err := encodeClaim(&op)
 	if err != nil {
-		return spent.ClaimResult{}, fmt.Errorf("redis: claim: %w", err)
+		return spent.ClaimAnswer{}, fmt.Errorf("redis: claim: %w", err)
 	}
 	var c *call
 	if op.Record.State == spent.StateComplete {
@@ -409,7 +409,7 @@ func (s *Store) Claim(ctx context.Context, op spent.ClaimOp) (spent.ClaimResult,
 	}
 	out, err := s.claim(ctx, []spent.ClaimOp{op}, [][]byte{blob}, []*call{c})
 	if err != nil {
-		return spent.ClaimResult{}, s.fail("claim", err)
+		return spent.ClaimAnswer{}, s.fail("claim", err)
 	}
 	return out[0], nil
 }
@@ -421,12 +421,12 @@ func (s *Store) Claim(ctx context.Context, op spent.ClaimOp) (spent.ClaimResult,
 // order, on one server, so each sees the earlier ones. A malformed op
 // rejects the batch before anything is sent. An error from any op fails the
 // batch, leaving the outcome of every op unknown.
-func (s *Store) ClaimBatch(ctx context.Context, ops []spent.ClaimOp) ([]spent.ClaimResult, error) {
+func (s *Store) ClaimBatch(ctx context.Context, ops []spent.ClaimOp) ([]spent.ClaimAnswer, error) {
 	if err := s.enter("claim batch"); err != nil {
 		return nil, err
 	}
 	if len(ops) == 0 {
-		return []spent.ClaimResult{}, nil
+		return []spent.ClaimAnswer{}, nil
 	}
 	blobs := make([][]byte, len(ops))
 	seen := make(map[spent.Hash]int, len(ops))
@@ -436,11 +436,11 @@ func (s *Store) ClaimBatch(ctx context.Context, ops []spent.ClaimOp) ([]spent.Cl
 			return nil, fmt.Errorf("redis: claim batch: op %d: %w", i, err)
 		}
 		blobs[i] = b
-		seen[ops[i].Record.Key]++
+		seen[ops[i].Record.Hash]++
 	}
 	calls := make([]*call, len(ops))
 	for i := range ops {
-		if ops[i].Record.State == spent.StateComplete && seen[ops[i].Record.Key] == 1 {
+		if ops[i].Record.State == spent.StateComplete && seen[ops[i].Record.Hash] == 1 {
 			calls[i] = s.claimFast(&ops[i], blobs[i])
 		} else {
 			calls[i] = s.claimScript(&ops[i], blobs[i])
@@ -657,9 +657,9 @@ func (s *Store) ReserveSeq(ctx context.Context, node uint32, n uint64) (uint64, 
 // Count implements [spent.Store] with one script run. Limits above 2^53 are
 // treated as 2^53 (the scripts count in doubles). Redis forgets a counter at
 // its ExpiresAt (PXAT).
-func (s *Store) Count(ctx context.Context, op spent.CountOp) (spent.CountResult, error) {
+func (s *Store) Count(ctx context.Context, op spent.CountOp) (spent.CountAnswer, error) {
 	if err := s.enter("count"); err != nil {
-		return spent.CountResult{}, err
+		return spent.CountAnswer{}, err
 	}
 	limit := min(op.Limit, maxCountLimit)
 	key := s.ks.counterKey(&op.Key)
@@ -668,7 +668,7 @@ func (s *Store) Count(ctx context.Context, op spent.CountOp) (spent.CountResult,
 	c := newCall(key, scriptCount, []string{key}, limit, esec, ensec, ceilMilli(op.ExpiresAt), sec, nsec)
 	werr := s.exec(ctx, []*call{c}, true)
 	if werr != nil && !errors.Is(werr, ErrNotReplicated) {
-		return spent.CountResult{}, s.fail("count", werr)
+		return spent.CountAnswer{}, s.fail("count", werr)
 	}
 	reply, _ := c.cmd.Val().([]any)
 	var v [4]int64
@@ -679,10 +679,10 @@ func (s *Store) Count(ctx context.Context, op spent.CountOp) (spent.CountResult,
 		v[i], _ = reply[i].(int64)
 	}
 	if len(reply) != len(v) || v[1] < 0 || v[3] < 0 || v[3] >= 1e9 {
-		return spent.CountResult{}, s.fail("count", fmt.Errorf("%w: count script answered %v", ErrCorrupt, c.cmd.Val()))
+		return spent.CountAnswer{}, s.fail("count", fmt.Errorf("%w: count script answered %v", ErrCorrupt, c.cmd.Val()))
 	}
 	if werr != nil && v[0] == 1 {
-		return spent.CountResult{}, s.fail("count", werr)
+		return spent.CountAnswer{}, s.fail("count", werr)
 	}
-	return spent.CountResult{Added: v[0] == 1, Value: uint64(v[1]), ExpiresAt: makeTime(v[2], v[3])}, nil
+	return spent.CountAnswer{Added: v[0] == 1, Value: uint64(v[1]), ExpiresAt: makeTime(v[2], v[3])}, nil
 }

@@ -36,7 +36,7 @@ func hashOf(s string) spent.Hash {
 // oneStep returns a one-step claim of h at t0.
 func oneStep(h spent.Hash, counter uint64) spent.ClaimOp {
 	return spent.ClaimOp{Now: t0, Record: spent.Record{
-		Namespace: "ns", Key: h, FirstSeen: t0, Place: "gate", Fingerprint: make([]byte, 32),
+		Namespace: "ns", Hash: h, FirstSeen: t0, Place: "gate", Fingerprint: make([]byte, 32),
 		State: spent.StateComplete, Result: []byte("result"), ExpiresAt: t0.Add(time.Hour),
 		Seq: spent.Seq{Node: 9, Counter: counter},
 	}}
@@ -131,7 +131,7 @@ func testPendingIndexTrimmed(t *testing.T, s *redis.Store, zcard func(key string
 			exp = real0.Add(200 * time.Millisecond)
 		}
 		op := spent.ClaimOp{Now: before, Record: spent.Record{
-			Namespace: "ns", Key: key(i), FirstSeen: before, Place: "p", State: spent.StatePending,
+			Namespace: "ns", Hash: key(i), FirstSeen: before, Place: "p", State: spent.StatePending,
 			LeaseUntil: before.Add(time.Duration(i+1) * time.Second), ExpiresAt: exp,
 			Seq: spent.Seq{Node: 3, Counter: uint64(i + 1)},
 		}}
@@ -169,7 +169,7 @@ func testPendingIndexTrimmed(t *testing.T, s *redis.Store, zcard func(key string
 	// ListPending trims too.
 	for i := 20; i < 30; i++ {
 		op := spent.ClaimOp{Now: before, Record: spent.Record{
-			Namespace: "ns", Key: key(i), FirstSeen: before, Place: "p", State: spent.StatePending,
+			Namespace: "ns", Hash: key(i), FirstSeen: before, Place: "p", State: spent.StatePending,
 			LeaseUntil: before.Add(time.Minute), ExpiresAt: time.Now().Add(100 * time.Millisecond),
 			Seq: spent.Seq{Node: 3, Counter: uint64(i + 1)},
 		}}
@@ -195,7 +195,7 @@ func testBatchOverStoredFreeRecords(t *testing.T, s *redis.Store) {
 	expired := oneStep(hashOf("stored expired"), 1)
 	expired.Record.ExpiresAt = t0.Add(time.Second)
 	lapsed := spent.ClaimOp{Now: t0, Record: spent.Record{
-		Namespace: "ns", Key: hashOf("stored lapsed lease"), FirstSeen: t0, Place: "p", State: spent.StatePending,
+		Namespace: "ns", Hash: hashOf("stored lapsed lease"), FirstSeen: t0, Place: "p", State: spent.StatePending,
 		LeaseUntil: t0.Add(time.Second), ExpiresAt: t0.Add(time.Hour), Seq: spent.Seq{Node: 9, Counter: 2},
 	}}
 	live := oneStep(hashOf("stored live"), 3)
@@ -226,7 +226,7 @@ func testBatchOverStoredFreeRecords(t *testing.T, s *redis.Store) {
 		t.Fatalf("op 2: got the record of seq %v, want the live record of seq 3", out[2].Record.Seq)
 	}
 	for i, op := range ops {
-		r, err := s.Get(ctx, op.Record.Key, now)
+		r, err := s.Get(ctx, op.Record.Hash, now)
 		want := op.Record.Seq.Counter
 		if i == 2 {
 			want = 3
@@ -256,7 +256,7 @@ func testTwoLedgers(t *testing.T, options func(dir string) redis.Options) {
 		cfg.Secret = []byte("the two servers share this secret, 32+ bytes")
 		cfg.Node = uint32(i + 1)
 		cfg.Namespaces = map[string]spent.Policy{"tickets": {
-			Mode: spent.ModeRefuse, Retention: time.Hour, Lease: time.Minute, OnLeaseExpiry: spent.Hold,
+			Mode: spent.ModeRefuse, Retention: time.Hour, Lease: time.Minute, OnLeaseExpiry: spent.LeaseExpiryHold,
 		}}
 		l, err := spent.NewLedger(ctx, MustOpen(t, opts), cfg)
 		if err != nil {
@@ -352,7 +352,7 @@ func testConcurrentBatches(t *testing.T, s *redis.Store) {
 		keys[i] = randHash(rng)
 	}
 	const batches = 8
-	results := make([][]spent.ClaimResult, batches)
+	results := make([][]spent.ClaimAnswer, batches)
 	perms := make([][]int, batches)
 	var wg sync.WaitGroup
 	errs := make([]error, batches)

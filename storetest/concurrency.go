@@ -86,7 +86,7 @@ func testConcurrency(t *testing.T, h Harness) {
 		rng := newRand(t)
 		const batches, keys = 8, 24
 		var wg sync.WaitGroup
-		out := make([][]spent.Result, batches)
+		out := make([][]spent.Answer, batches)
 		order := make([][]int, batches)
 		errs := make([]error, batches)
 		start := make(chan struct{})
@@ -137,8 +137,8 @@ func testConcurrency(t *testing.T, h Harness) {
 
 // claimAll makes every claim at once, each from its own goroutine, released
 // together.
-func claimAll(svc spent.Service, claims []spent.Claim) ([]spent.Result, []error) {
-	res := make([]spent.Result, len(claims))
+func claimAll(svc spent.Service, claims []spent.Claim) ([]spent.Answer, []error) {
+	res := make([]spent.Answer, len(claims))
 	errs := make([]error, len(claims))
 	start := make(chan struct{})
 	var wg sync.WaitGroup

@@ -13,7 +13,7 @@ import (
 func counterKey(i int) spent.Hash { return storeKey(1_000_000 + i) }
 
 // count calls Count and fails the test on error.
-func count(tb testing.TB, s spent.Store, key spent.Hash, limit uint64, expires, now time.Time) spent.CountResult {
+func count(tb testing.TB, s spent.Store, key spent.Hash, limit uint64, expires, now time.Time) spent.CountAnswer {
 	tb.Helper()
 	res, err := s.Count(context.Background(), spent.CountOp{Key: key, Limit: limit, ExpiresAt: expires, Now: now})
 	if err != nil {
@@ -74,15 +74,15 @@ func testCount(t *testing.T, h Harness) {
 		s := newEnv(t, h).store
 		r := completeRecord(nsEchoHold, 1, epoch.Add(time.Minute))
 		put(t, s, r, epoch)
-		if got := count(t, s, r.Key, 5, epoch.Add(time.Minute), epoch); got.Value != 1 || !got.Added {
+		if got := count(t, s, r.Hash, 5, epoch.Add(time.Minute), epoch); got.Value != 1 || !got.Added {
 			t.Fatalf("Count of a key that is also a record: got %+v, want value 1, added", got)
 		}
-		got, err := s.Get(ctx, r.Key, epoch)
+		got, err := s.Get(ctx, r.Hash, epoch)
 		wantErr(t, "Get of the record after Count", err, nil)
 		checkRecord(t, "record after Count", got, r)
 		// And a claim of a key that is also a counter is a fresh claim.
 		r2 := completeRecord(nsEchoHold, 2, epoch.Add(time.Minute))
-		count(t, s, r2.Key, 5, epoch.Add(time.Minute), epoch)
+		count(t, s, r2.Hash, 5, epoch.Add(time.Minute), epoch)
 		put(t, s, r2, epoch)
 	})
 

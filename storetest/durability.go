@@ -22,7 +22,7 @@ func testDurability(t *testing.T, h Harness) {
 
 		type kept struct{ ns, key string }
 		var keys []kept
-		claim := func(c spent.Claim) spent.Result {
+		claim := func(c spent.Claim) spent.Answer {
 			t.Helper()
 			keys = append(keys, kept{c.Namespace, c.Key})
 			return e.claimWant(c, spent.Fresh)

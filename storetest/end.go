@@ -101,7 +101,7 @@ func (c *EndCase) LedgerOnly() bool { return c.Ending.Seq.IsZero() }
 // one that was written: the ruling at now no longer sees it.
 func (c *EndCase) Record(ns string, key spent.Hash, at time.Time) (rec *spent.Record, now time.Time) {
 	r := spent.Record{
-		Namespace: ns, Key: key, FirstSeen: at, Place: "end", Fingerprint: fpA,
+		Namespace: ns, Hash: key, FirstSeen: at, Place: "end", Fingerprint: fpA,
 		State: spent.StatePending, ExpiresAt: at.Add(EndRetention), LeaseUntil: at.Add(EndLease),
 		Seq: EndSeq,
 	}

@@ -79,7 +79,7 @@ func openFileStore(tb testing.TB, dir string, lossy bool) *fileStore {
 func (s *fileStore) apply(e logEntry) {
 	switch {
 	case e.Put != nil:
-		s.recs[e.Put.Key] = *e.Put
+		s.recs[e.Put.Hash] = *e.Put
 	case e.Del != nil:
 		delete(s.recs, *e.Del)
 	case e.Node != 0:
@@ -126,31 +126,31 @@ func (s *fileStore) lock(ctx context.Context) error {
 	return nil
 }
 
-func (s *fileStore) claim(op spent.ClaimOp) (spent.ClaimResult, logEntry, error) {
+func (s *fileStore) claim(op spent.ClaimOp) (spent.ClaimAnswer, logEntry, error) {
 	if err := op.Record.Validate(); err != nil {
-		return spent.ClaimResult{}, logEntry{}, err
+		return spent.ClaimAnswer{}, logEntry{}, err
 	}
-	if r, ok := s.recs[op.Record.Key]; ok && !spent.FreeAt(&r, op.Now, op.Retake) {
-		return spent.LimitResult(spent.ClaimResult{Record: r}, op.ResultLimit), logEntry{}, nil
+	if r, ok := s.recs[op.Record.Hash]; ok && !spent.FreeAt(&r, op.Now, op.Retake) {
+		return spent.LimitResult(spent.ClaimAnswer{Record: r}, op.ResultLimit), logEntry{}, nil
 	}
 	r := op.Record
-	return spent.ClaimResult{Inserted: true, Record: r}, logEntry{Put: &r}, nil
+	return spent.ClaimAnswer{Inserted: true, Record: r}, logEntry{Put: &r}, nil
 }
 
-func (s *fileStore) Claim(ctx context.Context, op spent.ClaimOp) (spent.ClaimResult, error) {
+func (s *fileStore) Claim(ctx context.Context, op spent.ClaimOp) (spent.ClaimAnswer, error) {
 	res, err := s.ClaimBatch(ctx, []spent.ClaimOp{op})
 	if err != nil {
-		return spent.ClaimResult{}, err
+		return spent.ClaimAnswer{}, err
 	}
 	return res[0], nil
 }
 
-func (s *fileStore) ClaimBatch(ctx context.Context, ops []spent.ClaimOp) ([]spent.ClaimResult, error) {
+func (s *fileStore) ClaimBatch(ctx context.Context, ops []spent.ClaimOp) ([]spent.ClaimAnswer, error) {
 	if err := s.lock(ctx); err != nil {
 		return nil, err
 	}
 	defer s.mu.Unlock()
-	out := make([]spent.ClaimResult, len(ops))
+	out := make([]spent.ClaimAnswer, len(ops))
 	for i, op := range ops {
 		res, e, err := s.claim(op)
 		if err != nil {
@@ -280,9 +280,9 @@ func (s *fileStore) ReserveSeq(ctx context.Context, node uint32, n uint64) (uint
 	return first, s.commit(logEntry{Node: node, Last: first + n - 1})
 }
 
-func (s *fileStore) Count(ctx context.Context, op spent.CountOp) (spent.CountResult, error) {
+func (s *fileStore) Count(ctx context.Context, op spent.CountOp) (spent.CountAnswer, error) {
 	if err := s.lock(ctx); err != nil {
-		return spent.CountResult{}, err
+		return spent.CountAnswer{}, err
 	}
 	defer s.mu.Unlock()
 	c, ok := s.counters[op.Key]
@@ -290,10 +290,10 @@ func (s *fileStore) Count(ctx context.Context, op spent.CountOp) (spent.CountRes
 		c = counter{Key: op.Key, ExpiresAt: op.ExpiresAt}
 	}
 	if c.Value >= op.Limit {
-		return spent.CountResult{Value: c.Value, ExpiresAt: c.ExpiresAt}, nil
+		return spent.CountAnswer{Value: c.Value, ExpiresAt: c.ExpiresAt}, nil
 	}
 	c.Value++
-	return spent.CountResult{Value: c.Value, Added: true, ExpiresAt: c.ExpiresAt}, s.commit(logEntry{Counter: &c})
+	return spent.CountAnswer{Value: c.Value, Added: true, ExpiresAt: c.ExpiresAt}, s.commit(logEntry{Counter: &c})
 }
 
 func (s *fileStore) Close() error {

@@ -98,7 +98,7 @@ func linStep(s linState, in linInput, out linOutput) (bool, linState) {
 		if out.Code != "" {
 			return false, s
 		}
-		free := !live || (p.OnLeaseExpiry == spent.Retake && s.State == spent.StatePending && s.Now >= s.Lease)
+		free := !live || (p.OnLeaseExpiry == spent.LeaseExpiryRetake && s.State == spent.StatePending && s.Now >= s.Lease)
 		if free {
 			if out.Outcome != spent.Fresh || out.Seq.IsZero() || (live && out.Seq == s.Seq) {
 				return false, s
@@ -473,14 +473,14 @@ type racyStore struct {
 	spent.Store
 }
 
-func (s *racyStore) Claim(ctx context.Context, op spent.ClaimOp) (spent.ClaimResult, error) {
-	r, err := s.Store.Get(ctx, op.Record.Key, op.Now)
+func (s *racyStore) Claim(ctx context.Context, op spent.ClaimOp) (spent.ClaimAnswer, error) {
+	r, err := s.Store.Get(ctx, op.Record.Hash, op.Now)
 	if err == nil && !spent.FreeAt(&r, op.Now, op.Retake) {
-		return spent.ClaimResult{Record: r}, nil
+		return spent.ClaimAnswer{Record: r}, nil
 	}
 	time.Sleep(20 * time.Millisecond) // let the others read the key too
 	if _, err := s.Store.Claim(ctx, op); err != nil {
-		return spent.ClaimResult{}, err
+		return spent.ClaimAnswer{}, err
 	}
-	return spent.ClaimResult{Inserted: true, Record: op.Record}, nil
+	return spent.ClaimAnswer{Inserted: true, Record: op.Record}, nil
 }

@@ -18,7 +18,7 @@ func testClaim(t *testing.T, h Harness) {
 			now := e.clock.Now()
 			res := e.claimWant(oneStep(ns, "k", []byte("result")), spent.Fresh)
 			want := spent.Record{
-				Namespace: ns, Key: e.hash(ns, "k"), FirstSeen: now, Place: "gate-1",
+				Namespace: ns, Hash: e.hash(ns, "k"), FirstSeen: now, Place: "gate-1",
 				Fingerprint: fpA, State: spent.StateComplete, Result: []byte("result"),
 				ExpiresAt: now.Add(testRetention), Seq: res.Record.Seq,
 			}
@@ -44,7 +44,7 @@ func testClaim(t *testing.T, h Harness) {
 			now := e.clock.Now()
 			res := e.claimWant(twoStep(ns, "k"), spent.Fresh)
 			want := spent.Record{
-				Namespace: ns, Key: e.hash(ns, "k"), FirstSeen: now, Place: "gate-1",
+				Namespace: ns, Hash: e.hash(ns, "k"), FirstSeen: now, Place: "gate-1",
 				Fingerprint: fpA, State: spent.StatePending, ExpiresAt: now.Add(testRetention),
 				LeaseUntil: now.Add(testLease), Seq: res.Record.Seq,
 			}
@@ -208,10 +208,10 @@ func testClaim(t *testing.T, h Harness) {
 		seen := map[spent.Hash]string{}
 		for _, ns := range allNamespaces {
 			res := e.claimWant(oneStep(ns, "same key", []byte(ns)), spent.Fresh)
-			if other, ok := seen[res.Record.Key]; ok {
+			if other, ok := seen[res.Record.Hash]; ok {
 				t.Fatalf("hash of %q in %s: got the hash of %s, want a distinct hash", "same key", ns, other)
 			}
-			seen[res.Record.Key] = ns
+			seen[res.Record.Hash] = ns
 		}
 		for _, ns := range allNamespaces {
 			r, err := e.get(ns, "same key")
@@ -578,7 +578,7 @@ func testLeases(t *testing.T, h Harness) {
 			_, err := e.complete(spent.Completion{Namespace: ns, Key: "k", Result: []byte("guess")})
 			wantCode(t, "Complete without seq", err, spent.ELeaseExpired)
 			// The operator resolves it by hash, as Unknown lists it.
-			hash := e.unknown(ns, 0)[0].Key
+			hash := e.unknown(ns, 0)[0].Hash
 			_, err = e.complete(spent.Completion{Namespace: ns, Hash: hash, Force: true, Result: []byte("resolved")})
 			wantCode(t, "forced Complete", err, "")
 			if recs := e.unknown("", 0); len(recs) != 0 {
@@ -642,7 +642,7 @@ func seqs(recs []spent.Record) []spent.Seq {
 // testExpiry checks the TTL boundary (invariant 4 in docs/concepts.md):
 // remembered at expires_at - 1ns, forgotten at expires_at.
 func testExpiry(t *testing.T, h Harness) {
-	boundary := func(t *testing.T, e *env, ns, key string, exp time.Time, again spent.Outcome, first spent.Result) {
+	boundary := func(t *testing.T, e *env, ns, key string, exp time.Time, again spent.Outcome, first spent.Answer) {
 		t.Helper()
 		e.clock.Set(exp.Add(-time.Nanosecond))
 		r, err := e.get(ns, key)

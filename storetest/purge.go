@@ -100,18 +100,18 @@ func purgeViolations(t *testing.T, h Harness) []string {
 	recordsB := map[spent.Hash]spent.Record{}
 	for _, r := range direct {
 		if r.Namespace == purgeA {
-			hashesA = append(hashesA, r.Key)
+			hashesA = append(hashesA, r.Hash)
 		} else {
-			hashesB = append(hashesB, r.Key)
-			recordsB[r.Key] = r
+			hashesB = append(hashesB, r.Hash)
+			recordsB[r.Hash] = r
 		}
 	}
 	for _, c := range byLedger {
 		if c.ns == purgeA {
-			hashesA = append(hashesA, c.rec.Key)
+			hashesA = append(hashesA, c.rec.Hash)
 		} else {
-			hashesB = append(hashesB, c.rec.Key)
-			recordsB[c.rec.Key] = c.rec
+			hashesB = append(hashesB, c.rec.Hash)
+			recordsB[c.rec.Hash] = c.rec
 		}
 	}
 

@@ -73,13 +73,13 @@ func (s *indexedStore) index(r spent.Record) {
 	s.imu.Lock()
 	defer s.imu.Unlock()
 	if r.State == spent.StatePending {
-		s.pending[r.Key] = r
+		s.pending[r.Hash] = r
 	} else {
-		delete(s.pending, r.Key)
+		delete(s.pending, r.Hash)
 	}
 }
 
-func (s *indexedStore) Claim(ctx context.Context, op spent.ClaimOp) (spent.ClaimResult, error) {
+func (s *indexedStore) Claim(ctx context.Context, op spent.ClaimOp) (spent.ClaimAnswer, error) {
 	res, err := s.fileStore.Claim(ctx, op)
 	if err == nil && res.Inserted {
 		s.index(res.Record)
@@ -87,7 +87,7 @@ func (s *indexedStore) Claim(ctx context.Context, op spent.ClaimOp) (spent.Claim
 	return res, err
 }
 
-func (s *indexedStore) ClaimBatch(ctx context.Context, ops []spent.ClaimOp) ([]spent.ClaimResult, error) {
+func (s *indexedStore) ClaimBatch(ctx context.Context, ops []spent.ClaimOp) ([]spent.ClaimAnswer, error) {
 	res, err := s.fileStore.ClaimBatch(ctx, ops)
 	for _, r := range res {
 		if r.Inserted {

@@ -20,7 +20,7 @@ func diffRecord(got, want spent.Record) string {
 		}
 	}
 	field("Namespace", got.Namespace == want.Namespace, got.Namespace, want.Namespace)
-	field("Key", got.Key == want.Key, got.Key, want.Key)
+	field("Key", got.Hash == want.Hash, got.Hash, want.Hash)
 	field("RawKey", got.RawKey == want.RawKey, got.RawKey, want.RawKey)
 	field("FirstSeen", got.FirstSeen.Equal(want.FirstSeen), got.FirstSeen, want.FirstSeen)
 	field("Place", got.Place == want.Place, got.Place, want.Place)

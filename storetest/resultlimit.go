@@ -16,7 +16,7 @@ func bigRecord(i, n int) spent.Record {
 }
 
 // wantOmitted checks that res answers with rec, its result left out.
-func wantOmitted(tb testing.TB, what string, res spent.ClaimResult, rec spent.Record) {
+func wantOmitted(tb testing.TB, what string, res spent.ClaimAnswer, rec spent.Record) {
 	tb.Helper()
 	if res.Inserted || !res.ResultOmitted || res.Record.Result != nil || res.ResultLen != len(rec.Result) {
 		tb.Fatalf("%s: got inserted %v, omitted %v, %d result bytes, length %d; want the live record without its %d-byte result",
@@ -28,7 +28,7 @@ func wantOmitted(tb testing.TB, what string, res spent.ClaimResult, rec spent.Re
 }
 
 // wantWhole checks that res answers with rec, result and all.
-func wantWhole(tb testing.TB, what string, res spent.ClaimResult, rec spent.Record) {
+func wantWhole(tb testing.TB, what string, res spent.ClaimAnswer, rec spent.Record) {
 	tb.Helper()
 	if res.Inserted || res.ResultOmitted || res.ResultLen != 0 {
 		tb.Fatalf("%s: got inserted %v, omitted %v, length %d; want the live record with its result", what, res.Inserted, res.ResultOmitted, res.ResultLen)
@@ -61,7 +61,7 @@ func testResultLimit(t *testing.T, h Harness) {
 			}
 		}
 		// The record is untouched.
-		got, err := s.Get(ctx, rec.Key, epoch)
+		got, err := s.Get(ctx, rec.Hash, epoch)
 		wantErr(t, "Get", err, nil)
 		checkRecord(t, "record after limited claims", got, rec)
 	})
@@ -83,7 +83,7 @@ func testResultLimit(t *testing.T, h Harness) {
 		put(t, s, empty, epoch)
 		for i, rec := range []spent.Record{p, empty} {
 			op := bigRecord(20+i, 1)
-			op.Key, op.Seq.Counter = rec.Key, uint64(9100+i)
+			op.Hash, op.Seq.Counter = rec.Hash, uint64(9100+i)
 			res, err := s.Claim(ctx, spent.ClaimOp{Record: op, Now: epoch, ResultLimit: 1})
 			wantErr(t, "Claim", err, nil)
 			wantWhole(t, "claim of a "+rec.State.String()+" record with ResultLimit 1", res, rec)

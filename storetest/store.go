@@ -26,7 +26,7 @@ func storeKey(i int) spent.Hash {
 // the epoch.
 func completeRecord(ns string, i int, expires time.Time) spent.Record {
 	return spent.Record{
-		Namespace: ns, Key: storeKey(i), FirstSeen: epoch, Place: "store", Fingerprint: fpA,
+		Namespace: ns, Hash: storeKey(i), FirstSeen: epoch, Place: "store", Fingerprint: fpA,
 		State: spent.StateComplete, Result: []byte("result " + itoa(i)), ExpiresAt: expires,
 		Seq: spent.Seq{Node: storeNode, Counter: uint64(1000 + i)},
 	}
@@ -34,7 +34,7 @@ func completeRecord(ns string, i int, expires time.Time) spent.Record {
 
 func pendingRecord(ns string, i int, lease, expires time.Time) spent.Record {
 	return spent.Record{
-		Namespace: ns, Key: storeKey(i), FirstSeen: epoch, Place: "store", Fingerprint: fpA,
+		Namespace: ns, Hash: storeKey(i), FirstSeen: epoch, Place: "store", Fingerprint: fpA,
 		State: spent.StatePending, ExpiresAt: expires, LeaseUntil: lease,
 		Seq: spent.Seq{Node: storeNode, Counter: uint64(1000 + i)},
 	}
@@ -48,7 +48,7 @@ func put(tb testing.TB, s spent.Store, r spent.Record, now time.Time) {
 		tb.Fatalf("Claim: %v", err)
 	}
 	if !res.Inserted {
-		tb.Fatalf("Claim of %v: got not inserted, want inserted", r.Key)
+		tb.Fatalf("Claim of %v: got not inserted, want inserted", r.Hash)
 	}
 }
 
@@ -96,7 +96,7 @@ func testStore(t *testing.T, h Harness) {
 		if !res.Inserted {
 			t.Fatalf("retake at the end of the lease: got not inserted, want inserted")
 		}
-		r, err := s.Get(ctx, b.Key, b.FirstSeen)
+		r, err := s.Get(ctx, b.Hash, b.FirstSeen)
 		wantErr(t, "Get", err, nil)
 		checkRecord(t, "retaken record", r, b)
 
@@ -109,7 +109,7 @@ func testStore(t *testing.T, h Harness) {
 			t.Fatalf("Claim at expires_at-1ns: got inserted, want the live record")
 		}
 		put(t, s, c, b.ExpiresAt)
-		r, err = s.Get(ctx, c.Key, b.ExpiresAt)
+		r, err = s.Get(ctx, c.Hash, b.ExpiresAt)
 		wantErr(t, "Get", err, nil)
 		checkRecord(t, "record written over an expired one", r, c)
 	})
@@ -119,22 +119,22 @@ func testStore(t *testing.T, h Harness) {
 		exp := epoch.Add(testRetention + 17)
 		r := completeRecord(nsEchoHold, 1, exp)
 		put(t, s, r, epoch)
-		got, err := s.Get(ctx, r.Key, exp.Add(-time.Nanosecond))
+		got, err := s.Get(ctx, r.Hash, exp.Add(-time.Nanosecond))
 		wantErr(t, "Get at expires_at-1ns", err, nil)
 		checkRecord(t, "Get at expires_at-1ns", got, r)
-		_, err = s.Get(ctx, r.Key, exp)
+		_, err = s.Get(ctx, r.Hash, exp)
 		wantErr(t, "Get at expires_at", err, spent.ErrNotFound)
 		_, err = s.Get(ctx, storeKey(2), epoch)
 		wantErr(t, "Get of an unknown key", err, spent.ErrNotFound)
 		// Reading does not forget: the record is still there for an earlier now.
-		_, err = s.Get(ctx, r.Key, epoch)
+		_, err = s.Get(ctx, r.Hash, epoch)
 		wantErr(t, "Get at the epoch", err, nil)
 	})
 
 	t.Run("ConcurrentClaimsInsertOne", func(t *testing.T) {
 		s := newEnv(t, h).store
 		const n = 64
-		res := make([]spent.ClaimResult, n)
+		res := make([]spent.ClaimAnswer, n)
 		errs := make([]error, n)
 		start := make(chan struct{})
 		var wg sync.WaitGroup
@@ -186,7 +186,7 @@ func testStore(t *testing.T, h Harness) {
 		}
 		checkRecord(t, "ops[1] answered by ops[0]", res[1].Record, a)
 		for _, want := range []spent.Record{a, c} {
-			got, err := s.Get(ctx, want.Key, epoch)
+			got, err := s.Get(ctx, want.Hash, epoch)
 			wantErr(t, "Get", err, nil)
 			checkRecord(t, "Get after ClaimBatch", got, want)
 		}
@@ -199,42 +199,42 @@ func testStore(t *testing.T, h Harness) {
 		put(t, s, p, epoch)
 		other := p.Seq
 		other.Counter++
-		_, err := s.Complete(ctx, p.Key, other, []byte("x"), now)
+		_, err := s.Complete(ctx, p.Hash, other, []byte("x"), now)
 		wantErr(t, "Complete with another seq", err, spent.ErrSeqMismatch)
-		wantErr(t, "Release with another seq", s.Release(ctx, p.Key, other, now), spent.ErrSeqMismatch)
+		wantErr(t, "Release with another seq", s.Release(ctx, p.Hash, other, now), spent.ErrSeqMismatch)
 		_, err = s.Complete(ctx, storeKey(99), p.Seq, []byte("x"), now)
 		wantErr(t, "Complete of an unknown key", err, spent.ErrNotFound)
 		wantErr(t, "Release of an unknown key", s.Release(ctx, storeKey(99), p.Seq, now), spent.ErrNotFound)
 
-		got, err := s.Complete(ctx, p.Key, p.Seq, []byte{}, now)
+		got, err := s.Complete(ctx, p.Hash, p.Seq, []byte{}, now)
 		wantErr(t, "Complete", err, nil)
 		want := p
 		want.State, want.Result, want.LeaseUntil = spent.StateComplete, []byte{}, time.Time{}
 		checkRecord(t, "completed record", got, want)
 		// An ambiguous completion can be retried with the same bytes.
-		got, err = s.Complete(ctx, p.Key, p.Seq, []byte{}, now)
+		got, err = s.Complete(ctx, p.Hash, p.Seq, []byte{}, now)
 		wantErr(t, "Complete retried", err, nil)
 		checkRecord(t, "retried completion", got, want)
-		_, err = s.Complete(ctx, p.Key, p.Seq, []byte("other"), now)
+		_, err = s.Complete(ctx, p.Hash, p.Seq, []byte("other"), now)
 		wantErr(t, "Complete with other bytes", err, spent.ErrNotPending)
-		wantErr(t, "Release of a complete record", s.Release(ctx, p.Key, p.Seq, now), spent.ErrNotPending)
-		r, err := s.Get(ctx, p.Key, now)
+		wantErr(t, "Release of a complete record", s.Release(ctx, p.Hash, p.Seq, now), spent.ErrNotPending)
+		r, err := s.Get(ctx, p.Hash, now)
 		wantErr(t, "Get", err, nil)
 		checkRecord(t, "record after refused writes", r, want)
 
 		q := pendingRecord(nsEchoHold, 2, epoch.Add(testLease), epoch.Add(testRetention))
 		put(t, s, q, epoch)
 		// The store does not judge leases: the ledger does.
-		wantErr(t, "Release after the lease", s.Release(ctx, q.Key, q.Seq, epoch.Add(testLease)), nil)
-		_, err = s.Get(ctx, q.Key, now)
+		wantErr(t, "Release after the lease", s.Release(ctx, q.Hash, q.Seq, epoch.Add(testLease)), nil)
+		_, err = s.Get(ctx, q.Hash, now)
 		wantErr(t, "Get after Release", err, spent.ErrNotFound)
-		wantErr(t, "second Release", s.Release(ctx, q.Key, q.Seq, now), spent.ErrNotFound)
+		wantErr(t, "second Release", s.Release(ctx, q.Hash, q.Seq, now), spent.ErrNotFound)
 
 		x := pendingRecord(nsEchoHold, 3, epoch.Add(testLease), epoch.Add(testRetention))
 		put(t, s, x, epoch)
-		_, err = s.Complete(ctx, x.Key, x.Seq, []byte("late"), x.ExpiresAt)
+		_, err = s.Complete(ctx, x.Hash, x.Seq, []byte("late"), x.ExpiresAt)
 		wantErr(t, "Complete at expires_at", err, spent.ErrNotFound)
-		wantErr(t, "Release at expires_at", s.Release(ctx, x.Key, x.Seq, x.ExpiresAt), spent.ErrNotFound)
+		wantErr(t, "Release at expires_at", s.Release(ctx, x.Hash, x.Seq, x.ExpiresAt), spent.ErrNotFound)
 	})
 
 	if h.NativeExpiry {
@@ -360,7 +360,7 @@ func testStore(t *testing.T, h Harness) {
 			for _, r := range got {
 				i := int(r.Seq.Counter - 1000)
 				for _, w := range recs {
-					if w.Key == storeKey(i) {
+					if w.Hash == storeKey(i) {
 						checkRecord(t, tc.name, r, w)
 					}
 				}
@@ -456,12 +456,12 @@ func testNativeExpiry(t *testing.T, h Harness) {
 		long.FirstSeen = before
 		put(t, s, short, before)
 		put(t, s, long, before)
-		if _, err := s.Get(ctx, short.Key, before); err != nil {
+		if _, err := s.Get(ctx, short.Hash, before); err != nil {
 			t.Fatalf("Get of the short-lived record before it expired: %v", err)
 		}
 		deadline := real0.Add(30 * time.Second)
 		for {
-			_, err := s.Get(ctx, short.Key, before)
+			_, err := s.Get(ctx, short.Hash, before)
 			if errors.Is(err, spent.ErrNotFound) {
 				break
 			}
@@ -476,7 +476,7 @@ func testNativeExpiry(t *testing.T, h Harness) {
 		if time.Now().Before(short.ExpiresAt) {
 			t.Fatalf("the record was forgotten at %v, before its expires_at %v", time.Now(), short.ExpiresAt)
 		}
-		_, err := s.Get(ctx, long.Key, before)
+		_, err := s.Get(ctx, long.Hash, before)
 		wantErr(t, "Get of the long-lived record", err, nil)
 	})
 }

@@ -185,10 +185,10 @@ func policies() map[string]spent.Policy {
 		return spent.Policy{Mode: m, Retention: testRetention, Lease: testLease, OnLeaseExpiry: e}
 	}
 	ps := map[string]spent.Policy{
-		nsEchoHold:     p(spent.ModeEcho, spent.Hold),
-		nsEchoRetake:   p(spent.ModeEcho, spent.Retake),
-		nsRefuseHold:   p(spent.ModeRefuse, spent.Hold),
-		nsRefuseRetake: p(spent.ModeRefuse, spent.Retake),
+		nsEchoHold:     p(spent.ModeEcho, spent.LeaseExpiryHold),
+		nsEchoRetake:   p(spent.ModeEcho, spent.LeaseExpiryRetake),
+		nsRefuseHold:   p(spent.ModeRefuse, spent.LeaseExpiryHold),
+		nsRefuseRetake: p(spent.ModeRefuse, spent.LeaseExpiryRetake),
 	}
 	eh := ps[nsEchoHold]
 	eh.StoreRawKey = true
@@ -297,7 +297,7 @@ func (e *env) reopen() {
 func (e *env) hash(ns, key string) spent.Hash { return e.ledger.HashKey(ns, key) }
 
 // claim makes c and fails the test on error.
-func (e *env) claim(c spent.Claim) spent.Result {
+func (e *env) claim(c spent.Claim) spent.Answer {
 	e.t.Helper()
 	r, err := e.svc.Claim(context.Background(), c)
 	if err != nil {
@@ -307,7 +307,7 @@ func (e *env) claim(c spent.Claim) spent.Result {
 }
 
 // claimWant makes c and checks its outcome.
-func (e *env) claimWant(c spent.Claim, want spent.Outcome) spent.Result {
+func (e *env) claimWant(c spent.Claim, want spent.Outcome) spent.Answer {
 	e.t.Helper()
 	r := e.claim(c)
 	if r.Outcome != want {
@@ -353,7 +353,7 @@ func twoStep(ns, key string) spent.Claim {
 }
 
 func isEcho(ns string) bool   { return policies()[ns].Mode == spent.ModeEcho }
-func isRetake(ns string) bool { return policies()[ns].OnLeaseExpiry == spent.Retake }
+func isRetake(ns string) bool { return policies()[ns].OnLeaseExpiry == spent.LeaseExpiryRetake }
 
 // secondAnswer is what a repeat with the same fingerprint gets from a
 // complete record.

@@ -408,7 +408,7 @@ func (w *benchWorker) loop(ctx context.Context, deadline time.Time) {
 		for i := range claims {
 			claims[i] = spent.Claim{Namespace: cfg.client.namespace, Key: w.key(), Result: w.run.result}
 		}
-		var res []spent.Result
+		var res []spent.Answer
 		var err error
 		start := time.Now()
 		if w.run.interval > 0 {
@@ -430,9 +430,9 @@ func (w *benchWorker) loop(ctx context.Context, deadline time.Time) {
 		}
 		rctx, cancel := context.WithTimeout(ctx, cfg.client.timeout)
 		if cfg.batch == 1 {
-			var r spent.Result
+			var r spent.Answer
 			r, err = w.run.svc.Claim(rctx, claims[0])
-			res = []spent.Result{r}
+			res = []spent.Answer{r}
 		} else {
 			res, err = w.run.svc.ClaimBatch(rctx, claims)
 		}

@@ -186,14 +186,14 @@ one batch request.`,
 // claimAll sends the claims, one alone or several in one batch, and reads
 // back with Get each result the batch's answer left out (over the server's
 // max_batch_result), so that every result printed is whole.
-func claimAll(ctx context.Context, svc spent.Service, claims []spent.Claim) ([]spent.Result, error) {
-	var res []spent.Result
+func claimAll(ctx context.Context, svc spent.Service, claims []spent.Claim) ([]spent.Answer, error) {
+	var res []spent.Answer
 	if len(claims) == 1 {
 		r, err := svc.Claim(ctx, claims[0])
 		if err != nil {
 			return nil, err
 		}
-		res = []spent.Result{r}
+		res = []spent.Answer{r}
 	} else {
 		var err error
 		if res, err = svc.ClaimBatch(ctx, claims); err != nil {

@@ -58,7 +58,7 @@ func TestFenceUpgrade(t *testing.T) {
 	now := time.Now()
 	seq := spent.Seq{Node: 1, Counter: ctr}
 	if _, err := st.Claim(ctx, spent.ClaimOp{Now: now, Record: spent.Record{
-		Namespace: spent.ReservedPrefix + "fence", Key: key, FirstSeen: now, Place: "fence", State: spent.StatePending,
+		Namespace: spent.ReservedPrefix + "fence", Hash: key, FirstSeen: now, Place: "fence", State: spent.StatePending,
 		ExpiresAt: now.Add(100 * 365 * 24 * time.Hour), LeaseUntil: now.Add(50 * 365 * 24 * time.Hour), Seq: seq,
 	}}); err != nil {
 		t.Fatal(err)

@@ -59,7 +59,7 @@ func newRecordJSON(key string, r *spent.Record) recordJSON {
 	v := recordJSON{
 		Key:        key,
 		Namespace:  r.Namespace,
-		Hash:       r.Key.String(),
+		Hash:       r.Hash.String(),
 		State:      r.State.String(),
 		FirstSeen:  r.FirstSeen.UTC(),
 		Place:      r.Place,
@@ -103,7 +103,7 @@ func (p *printer) emitJSON(v any) {
 }
 
 // claim prints the answer to the claim of key.
-func (p *printer) claim(key string, r spent.Result) {
+func (p *printer) claim(key string, r spent.Answer) {
 	if p.json {
 		v := newRecordJSON(key, &r.Record)
 		v.Outcome = string(r.Outcome)
@@ -151,7 +151,7 @@ func (p *printer) record(key, verb string, rec spent.Record) {
 	}
 	name := key
 	if name == "" {
-		name = rec.Key.String()
+		name = rec.Hash.String()
 	}
 	if verb != "" {
 		p.printf("%s: %s\n", name, verb)
@@ -189,7 +189,7 @@ func (p *printer) unknown(recs []spent.Record) {
 	tw := tabwriter.NewWriter(p.w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "HASH\tNAMESPACE\tSEQ\tFIRST_SEEN\tLEASE_UNTIL\tEXPIRES_AT\tPLACE\tKEY")
 	for _, r := range recs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Key, r.Namespace, r.Seq,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Hash, r.Namespace, r.Seq,
 			formatTime(r.FirstSeen), formatTime(r.LeaseUntil), formatTime(r.ExpiresAt), dash(r.Place), dash(r.RawKey))
 	}
 	if err := tw.Flush(); err != nil && p.err == nil {
@@ -200,7 +200,7 @@ func (p *printer) unknown(recs []spent.Record) {
 // fields prints a record's fields, indented, one per line.
 func (p *printer) fields(r spent.Record) {
 	field := func(name, value string) { p.printf("  %-12s %s\n", name, value) }
-	field("hash", r.Key.String())
+	field("hash", r.Hash.String())
 	if r.RawKey != "" {
 		field("key", strconv.Quote(r.RawKey))
 	}

@@ -343,14 +343,14 @@ func (s *FaultyStore) fire(method string) bool {
 	return true
 }
 
-func (s *FaultyStore) Claim(ctx context.Context, op spent.ClaimOp) (spent.ClaimResult, error) {
+func (s *FaultyStore) Claim(ctx context.Context, op spent.ClaimOp) (spent.ClaimAnswer, error) {
 	if s.Namespace == "" || op.Record.Namespace == s.Namespace {
 		if s.fire("Claim") {
-			return spent.ClaimResult{}, errInjected
+			return spent.ClaimAnswer{}, errInjected
 		}
 		res, err := s.Store.Claim(ctx, op)
 		if err == nil && s.fire("ClaimAfter") {
-			return spent.ClaimResult{}, errInjected
+			return spent.ClaimAnswer{}, errInjected
 		}
 		return res, err
 	}

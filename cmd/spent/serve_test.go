@@ -223,7 +223,7 @@ func TestGracefulShutdown(t *testing.T) {
 	open := make(chan struct{})
 	c := sphttp.NewClient(s.Addr, sphttp.ClientConfig{HTTPClient: &http.Client{Transport: gatedTransport{open}}})
 	type answer struct {
-		res spent.Result
+		res spent.Answer
 		err error
 	}
 	answers := make(chan answer, 1)

@@ -62,7 +62,7 @@ func TestSharedStore(t *testing.T) {
 			clients := []*sphttp.Client{sphttp.NewClient(a.Addr, sphttp.ClientConfig{}), sphttp.NewClient(b.Addr, sphttp.ClientConfig{})}
 			const keys = 150
 			type answer struct {
-				res spent.Result
+				res spent.Answer
 				err error
 			}
 			answers := make([][2]answer, keys)

@@ -472,7 +472,7 @@ func (w *soakWorker) loop(ctx context.Context, deadline time.Time) {
 			if op == soakAbandon {
 				kind = soakReqAbandon
 			}
-			var res spent.Result
+			var res spent.Answer
 			var claimed bool
 			if !w.send(ctx, deadline, kind, func(ctx context.Context) error {
 				var err error
@@ -586,7 +586,7 @@ func (w *soakWorker) send(ctx context.Context, deadline time.Time, kind string, 
 // check returns an errUnexpected error when the answer to a claim of key is
 // known to be wrong: a key never claimed before (isNew) must be fresh, and a
 // replay must return the bytes every claim and completion of the soak stores.
-func (run *soakRun) check(key string, isNew bool, res spent.Result) error {
+func (run *soakRun) check(key string, isNew bool, res spent.Answer) error {
 	switch {
 	case isNew && res.Outcome != spent.Fresh:
 		return fmt.Errorf("%w: key %s, never claimed before, answered %s", errUnexpected, key, res.Outcome)

@@ -112,7 +112,7 @@ func (m *Main) Open() error {
 	namespaces := idempotency.Policies(opts, 30*time.Second)
 	// Scans: refuse every repeat. Each scan carries its ticket's end of
 	// validity as its expiry, so the retention here is only a ceiling.
-	namespaces[nsTickets] = spent.Policy{Mode: spent.ModeRefuse, Retention: 366 * 24 * time.Hour, Lease: time.Minute, OnLeaseExpiry: spent.Hold}
+	namespaces[nsTickets] = spent.Policy{Mode: spent.ModeRefuse, Retention: 366 * 24 * time.Hour, Lease: time.Minute, OnLeaseExpiry: spent.LeaseExpiryHold}
 	if m.node, err = node.Open(context.Background(), m.nodeConfig(ledgerDir, namespaces)); err != nil {
 		return err
 	}

@@ -275,16 +275,16 @@ func TestTenThousandPayments(t *testing.T) {
 	sent = getSent(t, srv.base)
 	resolved := map[string]string{}
 	for key, r := range unknown {
-		id := r.Key.String()
+		id := r.Hash.String()
 		switch sent[id] {
 		case 1:
 			res := []byte(`{"payment_id":"` + id + `","state":"applied"}`)
-			if _, err := ops.Complete(ctx, spent.Completion{Namespace: nsApplied, Hash: r.Key, Result: res, Force: true}); err != nil {
+			if _, err := ops.Complete(ctx, spent.Completion{Namespace: nsApplied, Hash: r.Hash, Result: res, Force: true}); err != nil {
 				t.Fatal(err)
 			}
 			resolved[key] = "complete"
 		case 0:
-			if err := ops.Release(ctx, spent.Release{Namespace: nsApplied, Hash: r.Key, Force: true}); err != nil {
+			if err := ops.Release(ctx, spent.Release{Namespace: nsApplied, Hash: r.Hash, Force: true}); err != nil {
 				t.Fatal(err)
 			}
 			resolved[key] = "release"

@@ -126,7 +126,7 @@ func Decode(h spent.Hash, v []byte) (spent.Record, error) {
 // omitted is the result's length. A result within the limit is copied as
 // Decode copies it, and omitted is zero.
 func DecodeLimit(h spent.Hash, v []byte, limit int) (r spent.Record, omitted int, err error) {
-	r = spent.Record{Key: h}
+	r = spent.Record{Hash: h}
 	if len(v) < 3 || v[0] != Version || v[2]&^knownFlags != 0 {
 		return r, 0, ErrBad
 	}
@@ -151,7 +151,7 @@ func DecodeLimit(h spent.Hash, v []byte, limit int) (r spent.Record, omitted int
 		result = d.bytes()
 	}
 	if d.bad || len(d.b) != 0 {
-		return spent.Record{Key: h}, 0, ErrBad
+		return spent.Record{Hash: h}, 0, ErrBad
 	}
 	r.Namespace, r.Place, r.RawKey = string(ns), string(place), string(raw)
 	if len(fp) > 0 {

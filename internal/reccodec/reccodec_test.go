@@ -13,7 +13,7 @@ import (
 
 func TestRoundTrip(t *testing.T) {
 	base := spent.Record{
-		Namespace: "ns", Key: spent.Hash{1, 2, 3}, RawKey: "raw", FirstSeen: time.Unix(1900000000, 123456789),
+		Namespace: "ns", Hash: spent.Hash{1, 2, 3}, RawKey: "raw", FirstSeen: time.Unix(1900000000, 123456789),
 		Place: "gate", Fingerprint: bytes.Repeat([]byte{7}, 32), State: spent.StatePending,
 		ExpiresAt: time.Unix(1900003600, 1), LeaseUntil: time.Unix(1900000030, 999999999),
 		Seq: spent.Seq{Node: 1<<32 - 1, Counter: 1<<64 - 1},
@@ -23,7 +23,7 @@ func TestRoundTrip(t *testing.T) {
 	empty := complete
 	empty.Result = []byte{}
 	for _, r := range []spent.Record{base, complete, empty} {
-		got, err := reccodec.Decode(r.Key, reccodec.Append(nil, &r))
+		got, err := reccodec.Decode(r.Hash, reccodec.Append(nil, &r))
 		if err != nil {
 			t.Fatalf("Decode: %v", err)
 		}
@@ -41,11 +41,11 @@ func TestRoundTrip(t *testing.T) {
 	// Every truncation, and trailing bytes, are refused.
 	enc := reccodec.Append(nil, &complete)
 	for i := range enc {
-		if _, err := reccodec.Decode(complete.Key, enc[:i]); !errors.Is(err, reccodec.ErrBad) {
+		if _, err := reccodec.Decode(complete.Hash, enc[:i]); !errors.Is(err, reccodec.ErrBad) {
 			t.Fatalf("Decode of %d of %d bytes: got %v, want ErrBad", i, len(enc), err)
 		}
 	}
-	if _, err := reccodec.Decode(complete.Key, append(enc, 0)); !errors.Is(err, reccodec.ErrBad) {
+	if _, err := reccodec.Decode(complete.Hash, append(enc, 0)); !errors.Is(err, reccodec.ErrBad) {
 		t.Fatalf("Decode with a trailing byte: got %v, want ErrBad", err)
 	}
 }
@@ -71,7 +71,7 @@ func FuzzDecode(f *testing.F) {
 
 func TestDecodeLimit(t *testing.T) {
 	r := spent.Record{
-		Namespace: "ns", Key: spent.Hash{9}, FirstSeen: time.Unix(1900000000, 5), Place: "gate",
+		Namespace: "ns", Hash: spent.Hash{9}, FirstSeen: time.Unix(1900000000, 5), Place: "gate",
 		State: spent.StateComplete, Result: bytes.Repeat([]byte("r"), 100), ExpiresAt: time.Unix(1900003600, 0),
 		Seq: spent.Seq{Node: 2, Counter: 7},
 	}
@@ -79,7 +79,7 @@ func TestDecodeLimit(t *testing.T) {
 	for _, tc := range []struct {
 		limit, omitted int
 	}{{0, 0}, {-1, 0}, {100, 0}, {101, 0}, {99, 100}, {1, 100}} {
-		got, omitted, err := reccodec.DecodeLimit(r.Key, v, tc.limit)
+		got, omitted, err := reccodec.DecodeLimit(r.Hash, v, tc.limit)
 		if err != nil {
 			t.Fatalf("DecodeLimit(%d): %v", tc.limit, err)
 		}
@@ -94,7 +94,7 @@ func TestDecodeLimit(t *testing.T) {
 		}
 	}
 	// Damage is still refused when the result is left out.
-	if _, _, err := reccodec.DecodeLimit(r.Key, v[:len(v)-1], 1); !errors.Is(err, reccodec.ErrBad) {
+	if _, _, err := reccodec.DecodeLimit(r.Hash, v[:len(v)-1], 1); !errors.Is(err, reccodec.ErrBad) {
 		t.Fatalf("DecodeLimit of a truncated record: got %v, want ErrBad", err)
 	}
 }
