@@ -3,7 +3,6 @@ package node_test
 import (
 	"context"
 	"errors"
-	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -56,33 +55,11 @@ func Claim(tb testing.TB, n *node.Node, key string) spent.Outcome {
 	return res.Outcome
 }
 
-// copyDir copies the directory from to a new directory to.
+// copyDir copies the directory from to a new directory to, as a snapshot of
+// a stopped store.
 func copyDir(tb testing.TB, from, to string) {
 	tb.Helper()
-	err := filepath.WalkDir(from, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(from, p)
-		if d.IsDir() {
-			return os.MkdirAll(filepath.Join(to, rel), 0o700)
-		}
-		src, err := os.Open(p)
-		if err != nil {
-			return err
-		}
-		defer src.Close()
-		dst, err := os.OpenFile(filepath.Join(to, rel), os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o600)
-		if err != nil {
-			return err
-		}
-		if _, err := io.Copy(dst, src); err != nil {
-			dst.Close()
-			return err
-		}
-		return dst.Close()
-	})
-	if err != nil {
+	if err := os.CopyFS(to, os.DirFS(from)); err != nil {
 		tb.Fatal(err)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,24 +13,11 @@ import (
 	"github.com/spentledger/spent/node"
 )
 
-// copyDir copies the directory from to a new directory to.
+// copyDir copies the directory from to a new directory to, as a snapshot of
+// a stopped store.
 func copyDir(t *testing.T, from, to string) {
 	t.Helper()
-	err := filepath.WalkDir(from, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(from, p)
-		if d.IsDir() {
-			return os.MkdirAll(filepath.Join(to, rel), 0o700)
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(filepath.Join(to, rel), b, 0o600)
-	})
-	if err != nil {
+	if err := os.CopyFS(to, os.DirFS(from)); err != nil {
 		t.Fatal(err)
 	}
 }
