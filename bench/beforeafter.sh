@@ -12,9 +12,10 @@
 #   http:   BenchmarkClaimHTTP and BenchmarkBareHandler (POST /v1/claim
 #           through the server on the embedded store, and a bare handler).
 #
-# Each line printed is one benchmark result, prefixed by "base" or "head".
-# Compare the medians of the two; the bare figures show how much the
-# machine itself moved between runs.
+# Each line printed is one benchmark result, prefixed by "base" or "head";
+# a table of the medians of claims/s follows, with head ÷ base. The bare
+# figures (BareEngine, BareHandler) show how much the machine itself moved
+# between runs.
 #
 # Usage: bench/beforeafter.sh BASE [ROUNDS] [BENCHTIME]
 #   BASE       the commit to compare against (e.g. the last commit before a change)
@@ -47,11 +48,29 @@ run() { # which pkg pattern
 		-test.benchtime "$BENCHTIME" -test.benchmem) | grep '^Benchmark' | sed "s/^/$which /"
 }
 
+out="$tmp/results"
 for round in $(seq 1 "$ROUNDS"); do
 	order="base head"
 	if ((round % 2 == 0)); then order="head base"; fi
 	for which in $order; do
-		run "$which" pebble 'Benchmark(Claim|LedgerClaim|BareEngine)$/^(Concurrent64|Batch100x1)$'
-		run "$which" http 'Benchmark(ClaimHTTP|BareHandler)$/^(pebble|single)$'
+		run "$which" pebble 'Benchmark(Claim|LedgerClaim|BareEngine)$/^(Concurrent64|Batch100x1)$' | tee -a "$out"
+		run "$which" http 'Benchmark(ClaimHTTP|BareHandler)$/^(pebble|single)$' | tee -a "$out"
 	done
 done
+
+echo
+echo "medians of claims/s over $ROUNDS rounds"
+printf "%-40s %12s %12s %8s\n" benchmark base head head/base
+awk '
+	{ for (i = 3; i < NF; i++) if ($(i + 1) == "claims/s") v[$2, $1] = v[$2, $1] " " $i; names[$2] = 1 }
+	function median(s,    a, n, i, j, t) {
+		n = split(s, a, " ")
+		for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
+		return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+	}
+	END {
+		for (b in names) {
+			mb = median(v[b, "base"]); mh = median(v[b, "head"])
+			printf "%-40s %12.0f %12.0f %8.2f\n", b, mb, mh, mh / mb
+		}
+	}' "$out" | sort
