@@ -14,9 +14,9 @@ import (
 	"github.com/spentledger/spent/redis"
 )
 
-// openResult opens a store with opts and returns the error and what it
-// logged; the store, if opened, is closed.
-func openResult(t *testing.T, opts redis.Options) (error, string) {
+// openResult opens a store with opts and returns what it logged and the
+// error; the store, if opened, is closed.
+func openResult(t *testing.T, opts redis.Options) (string, error) {
 	t.Helper()
 	var log bytes.Buffer
 	opts.Logger = slog.New(slog.NewTextHandler(&log, nil))
@@ -26,7 +26,7 @@ func openResult(t *testing.T, opts redis.Options) (error, string) {
 	if err == nil {
 		s.Close()
 	}
-	return err, log.String()
+	return log.String(), err
 }
 
 // TestOpenChecksDurability checks the start-up refusal: a server without
@@ -65,7 +65,7 @@ func TestOpenChecksDurability(t *testing.T) {
 			set(t, durable...)
 			set(t, tc.settings...)
 			opts := serverOptions(srv.Addr, t.TempDir())
-			err, _ := openResult(t, opts)
+			_, err := openResult(t, opts)
 			if !errors.Is(err, redis.ErrNotDurable) {
 				t.Fatalf("Open: got %v, want ErrNotDurable", err)
 			}
@@ -75,7 +75,7 @@ func TestOpenChecksDurability(t *testing.T) {
 				}
 			}
 			opts.AllowNonDurable = true
-			err, log := openResult(t, opts)
+			log, err := openResult(t, opts)
 			if err != nil {
 				t.Fatalf("Open with AllowNonDurable: got %v, want success", err)
 			}
@@ -91,7 +91,7 @@ func TestOpenChecksDurability(t *testing.T) {
 		set(t, durable...)
 		// An eviction policy does not matter without a memory limit.
 		set(t, "maxmemory-policy", "allkeys-lru")
-		err, log := openResult(t, serverOptions(srv.Addr, t.TempDir()))
+		log, err := openResult(t, serverOptions(srv.Addr, t.TempDir()))
 		if err != nil || log != "" {
 			t.Fatalf("Open on a durable server: got %v and log %q, want success and no log", err, log)
 		}
@@ -100,12 +100,12 @@ func TestOpenChecksDurability(t *testing.T) {
 	t.Run("ConfigHidden", func(t *testing.T) {
 		hidden := redistest.Start(t, redistest.Args("--rename-command", "CONFIG", ""))
 		opts := serverOptions(hidden.Addr, t.TempDir())
-		err, _ := openResult(t, opts)
+		_, err := openResult(t, opts)
 		if !errors.Is(err, redis.ErrNotDurable) || !strings.Contains(err.Error(), "cannot read its persistence settings") {
 			t.Fatalf("Open without CONFIG: got %v, want ErrNotDurable saying it cannot read the settings", err)
 		}
 		opts.AllowNonDurable = true
-		err, log := openResult(t, opts)
+		log, err := openResult(t, opts)
 		if err != nil || !strings.Contains(log, "cannot read its persistence settings") {
 			t.Fatalf("Open without CONFIG, allowed: got %v and log %q, want success and a warning", err, log)
 		}
