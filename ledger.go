@@ -52,7 +52,7 @@ type Config struct {
 	MaxResult int
 	// MaxBatchResult is the most result bytes the answer to one ClaimBatch
 	// carries, summed over its replayed claims. Replays past it come without
-	// their result ([Result].ResultOmitted), for the caller to read with
+	// their result ([Answer].ResultOmitted), for the caller to read with
 	// Get. It bounds the memory one batch can take: without it, a batch of
 	// MaxBatch repeats of a key holding a MaxResult result would build an
 	// answer of MaxBatch × MaxResult bytes.
@@ -61,6 +61,9 @@ type Config struct {
 	SeqBlock uint64
 	// Now is the clock. Tests inject a fake one.
 	Now func() time.Time
+	// Observer, when set, is told of every operation and every answer, for
+	// metrics and traces (see [Observer]). Nil costs nothing.
+	Observer Observer
 }
 
 // DefaultConfig returns a configuration with one namespace, "default", under
@@ -320,6 +323,21 @@ func sameFingerprint(a, b []byte) bool { return bytes.Equal(a, b) }
 // docs/concepts.md); a failed write that may have committed is read back
 // first (invariant 8).
 func (l *Ledger) Claim(ctx context.Context, c Claim) (Answer, error) {
+	obs := l.cfg.Observer
+	if obs == nil {
+		return l.claim(ctx, c)
+	}
+	ctx, end := obs.Start(ctx, "claim", c.Namespace)
+	a, err := l.claim(ctx, c)
+	if err == nil {
+		obs.Answered(ctx, c.Namespace, a.Outcome)
+	}
+	end(err)
+	return a, err
+}
+
+// claim is Claim without the observer.
+func (l *Ledger) claim(ctx context.Context, c Claim) (Answer, error) {
 	now := l.cfg.Now()
 	op, p, err := l.prepare(ctx, &c, now)
 	if err != nil {
@@ -378,6 +396,21 @@ func (l *Ledger) readBack(ctx context.Context, op *ClaimOp) (ClaimAnswer, error)
 // [Answer].ResultOmitted. Repeats of one key in the answer share the bytes
 // of its result.
 func (l *Ledger) ClaimBatch(ctx context.Context, cs []Claim) ([]Answer, error) {
+	obs := l.cfg.Observer
+	if obs == nil {
+		return l.claimBatch(ctx, cs)
+	}
+	ctx, end := obs.Start(ctx, "claim_batch", "")
+	out, err := l.claimBatch(ctx, cs)
+	for i := range out {
+		obs.Answered(ctx, cs[i].Namespace, out[i].Outcome)
+	}
+	end(err)
+	return out, err
+}
+
+// claimBatch is ClaimBatch without the observer.
+func (l *Ledger) claimBatch(ctx context.Context, cs []Claim) ([]Answer, error) {
 	if len(cs) > MaxBatch {
 		return nil, Errorf(ETooLarge, "batch of %d claims: at most %d", len(cs), MaxBatch)
 	}
@@ -553,6 +586,18 @@ func (l *Ledger) target(ctx context.Context, ns, key string, h Hash, e Ending, n
 // and the same bytes succeeds, so a completion whose answer was lost can be
 // retried; other bytes get ENotPending.
 func (l *Ledger) Complete(ctx context.Context, c Completion) (Record, error) {
+	obs := l.cfg.Observer
+	if obs == nil {
+		return l.complete(ctx, c)
+	}
+	ctx, end := obs.Start(ctx, "complete", c.Namespace)
+	rec, err := l.complete(ctx, c)
+	end(err)
+	return rec, err
+}
+
+// complete is Complete without the observer.
+func (l *Ledger) complete(ctx context.Context, c Completion) (Record, error) {
 	if len(c.Result) > l.cfg.MaxResult {
 		return Record{}, Errorf(ETooLarge, "result of %d bytes: at most %d", len(c.Result), l.cfg.MaxResult)
 	}
@@ -592,6 +637,18 @@ func (l *Ledger) Complete(ctx context.Context, c Completion) (Record, error) {
 // Release rolls back a fresh two-step claim: its key is forgotten, so the
 // next claim is fresh. See [Release] for who may release what.
 func (l *Ledger) Release(ctx context.Context, rel Release) error {
+	obs := l.cfg.Observer
+	if obs == nil {
+		return l.release(ctx, rel)
+	}
+	ctx, end := obs.Start(ctx, "release", rel.Namespace)
+	err := l.release(ctx, rel)
+	end(err)
+	return err
+}
+
+// release is Release without the observer.
+func (l *Ledger) release(ctx context.Context, rel Release) error {
 	now := l.cfg.Now()
 	if h, ok, err := l.direct(rel.Namespace, rel.Key, rel.Seq, rel.Force); err != nil {
 		return err
@@ -607,6 +664,18 @@ func (l *Ledger) Release(ctx context.Context, rel Release) error {
 
 // Get returns the live record of key in namespace, or an ENotFound error.
 func (l *Ledger) Get(ctx context.Context, namespace, key string) (Record, error) {
+	obs := l.cfg.Observer
+	if obs == nil {
+		return l.get(ctx, namespace, key)
+	}
+	ctx, end := obs.Start(ctx, "get", namespace)
+	rec, err := l.get(ctx, namespace, key)
+	end(err)
+	return rec, err
+}
+
+// get is Get without the observer.
+func (l *Ledger) get(ctx context.Context, namespace, key string) (Record, error) {
 	if _, err := l.policy(namespace); err != nil {
 		return Record{}, err
 	}
@@ -629,6 +698,18 @@ func (l *Ledger) Get(ctx context.Context, namespace, key string) (Record, error)
 // keep unrelated counters apart. Over the limit, Added is false and no error
 // is returned: the caller decides what that means (a 429, say).
 func (l *Ledger) Count(ctx context.Context, scope, key string, limit uint64, expiresAt time.Time) (CountAnswer, error) {
+	obs := l.cfg.Observer
+	if obs == nil {
+		return l.count(ctx, scope, key, limit, expiresAt)
+	}
+	ctx, end := obs.Start(ctx, "count", "")
+	a, err := l.count(ctx, scope, key, limit, expiresAt)
+	end(err)
+	return a, err
+}
+
+// count is Count without the observer.
+func (l *Ledger) count(ctx context.Context, scope, key string, limit uint64, expiresAt time.Time) (CountAnswer, error) {
 	if err := checkKey(key); err != nil {
 		return CountAnswer{}, err
 	}
