@@ -227,6 +227,10 @@ var (
 
 // ServeHTTP answers one request of the API described in docs/http-api.md.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == OpenAPIPath {
+		s.openAPI(w, r)
+		return
+	}
 	rt := routeOf(r.URL.Path)
 	x := s.pool.Get().(*exchange)
 	status := 0
