@@ -3,22 +3,16 @@ package opentelemetry_test
 import (
 	"bytes"
 	"context"
-	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
-	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/spentledger/spent"
 	sphttp "github.com/spentledger/spent/http"
@@ -283,98 +277,6 @@ func TestTracingOff(t *testing.T) {
 			tp, err := opentelemetry.Setup(context.Background(), getenv)
 			if err != nil || tp != nil {
 				t.Errorf("Setup: got %v, %v; want nil, nil", tp, err)
-			}
-		})
-	}
-}
-
-// OTLPReceiver is an OTLP/HTTP trace receiver that keeps the spans it is
-// sent.
-type OTLPReceiver struct {
-	URL string
-
-	mu    sync.Mutex
-	spans map[string]string // span name -> service.name
-}
-
-// MustReceiveOTLP starts an OTLPReceiver and stops it when the test ends.
-func MustReceiveOTLP(tb testing.TB) *OTLPReceiver {
-	tb.Helper()
-	rc := &OTLPReceiver{spans: map[string]string{}}
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, err := io.ReadAll(r.Body)
-		var req collectortrace.ExportTraceServiceRequest
-		if err == nil && r.URL.Path == "/v1/traces" {
-			err = proto.Unmarshal(b, &req)
-		}
-		if err != nil || r.URL.Path != "/v1/traces" {
-			http.Error(w, "bad export", http.StatusBadRequest)
-			return
-		}
-		rc.mu.Lock()
-		for _, rs := range req.ResourceSpans {
-			service := ""
-			for _, kv := range rs.Resource.GetAttributes() {
-				if kv.Key == "service.name" {
-					service = kv.Value.GetStringValue()
-				}
-			}
-			for _, ss := range rs.ScopeSpans {
-				for _, s := range ss.Spans {
-					rc.spans[s.Name] = service
-				}
-			}
-		}
-		rc.mu.Unlock()
-		w.Header().Set("Content-Type", "application/x-protobuf")
-		b, _ = proto.Marshal(&collectortrace.ExportTraceServiceResponse{})
-		w.Write(b)
-	}))
-	tb.Cleanup(ts.Close)
-	rc.URL = ts.URL
-	return rc
-}
-
-// Service returns the service.name of the span named name, and whether
-// it was received.
-func (rc *OTLPReceiver) Service(name string) (string, bool) {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	s, ok := rc.spans[name]
-	return s, ok
-}
-
-func TestTracingSetupExportsOTLP(t *testing.T) {
-	for _, tc := range []struct {
-		name, serviceName, want string
-	}{
-		{"DefaultServiceName", "", opentelemetry.DefaultServiceName},
-		{"ServiceNameFromEnvironment", "gate-7", "gate-7"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			rc := MustReceiveOTLP(t)
-			t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", rc.URL)
-			t.Setenv("OTEL_SERVICE_NAME", tc.serviceName)
-			t.Setenv("OTEL_TRACES_EXPORTER", "")
-			t.Setenv("OTEL_SDK_DISABLED", "")
-			tp, err := opentelemetry.Setup(context.Background(), os.Getenv)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if tp == nil {
-				t.Fatal("Setup: got no provider with OTEL_EXPORTER_OTLP_ENDPOINT set")
-			}
-			_, span := tp.Tracer("test").Start(context.Background(), "exported", trace.WithAttributes(attribute.Bool("t", true)))
-			span.End()
-			if err := tp.Shutdown(context.Background()); err != nil {
-				t.Fatal(err)
-			}
-			got, ok := rc.Service("exported")
-			if !ok {
-				t.Fatal("the receiver got no span named exported after Shutdown")
-			}
-			if got != tc.want {
-				t.Errorf("service.name: got %q, want %q", got, tc.want)
 			}
 		})
 	}
