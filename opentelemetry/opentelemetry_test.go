@@ -99,7 +99,7 @@ func names(spans tracetest.SpanStubs) []string {
 func attr(s tracetest.SpanStub, k string) string {
 	for _, kv := range s.Attributes {
 		if string(kv.Key) == k {
-			return kv.Value.Emit()
+			return kv.Value.String()
 		}
 	}
 	return ""
@@ -133,8 +133,8 @@ func noSecrets(tb testing.TB, spans tracetest.SpanStubs, key string) {
 			kvs = append(kvs, e.Attributes...)
 		}
 		for _, kv := range kvs {
-			if strings.Contains(kv.Value.Emit(), key) {
-				tb.Errorf("span %q: attribute %s holds the key: %q", s.Name, kv.Key, kv.Value.Emit())
+			if strings.Contains(kv.Value.String(), key) {
+				tb.Errorf("span %q: attribute %s holds the key: %q", s.Name, kv.Key, kv.Value.String())
 			}
 		}
 	}
