@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/propagation"
+
 	"github.com/spentledger/spent"
 	"github.com/spentledger/spent/internal/problem"
 	"github.com/spentledger/spent/internal/strictjson"
@@ -30,7 +32,9 @@ type ClientConfig struct {
 
 // Client is the Go client of the HTTP API. It implements spent.Service, so
 // code written against a Ledger runs unchanged against a remote server. It
-// is safe for concurrent use.
+// is safe for concurrent use. A request whose context holds an
+// OpenTelemetry span carries it to the server in a W3C traceparent header,
+// so that the server's spans join the caller's trace.
 //
 // Errors are *spent.Error values carrying the server's code, so
 // spent.ErrorCode works as it does in process. A request that never got an
@@ -47,6 +51,10 @@ type Client struct {
 var _ spent.Service = (*Client)(nil)
 
 var defaultHTTPClient = &http.Client{Transport: newTransport()}
+
+// traceContext passes the caller's span on to the server in W3C
+// traceparent and tracestate headers.
+var traceContext = propagation.TraceContext{}
 
 func newTransport() *http.Transport {
 	t := http.DefaultTransport.(*http.Transport).Clone()
@@ -94,6 +102,9 @@ func (c *Client) do(ctx context.Context, rt route, body []byte, decode func(d *s
 	if c.auth != nil {
 		req.Header["Authorization"] = c.auth
 	}
+	// A span in ctx (OpenTelemetry) becomes the server span's parent;
+	// without one this adds nothing.
+	traceContext.Inject(ctx, propagation.HeaderCarrier(req.Header))
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		return unavailable("request to "+routes[rt]+" failed", err)

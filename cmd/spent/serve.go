@@ -118,7 +118,14 @@ func newLogger(w io.Writer, cfg serveConfig) *slog.Logger {
 func (m *Main) serve(ctx context.Context, cfg serveConfig, newFence bool) error {
 	log := newLogger(m.Stderr, cfg)
 	reg := prometheus.NewRegistry()
-	n, err := node.Open(ctx, m.nodeConfig(cfg, newFence, reg, log))
+	tr, err := m.startTracing(ctx, log)
+	if err != nil {
+		return err
+	}
+	defer tr.flush() // after the node's close, so that its last spans go too
+	nc := m.nodeConfig(cfg, newFence, reg, log)
+	tr.node(&nc)
+	n, err := node.Open(ctx, nc)
 	if errors.Is(err, node.ErrNewFence) {
 		return &usageError{err} // --new-fence where it does not belong: exit 2, as any misused flag
 	}
@@ -137,7 +144,7 @@ func (m *Main) serve(ctx context.Context, cfg serveConfig, newFence bool) error 
 	if err != nil {
 		return err
 	}
-	srv := newHTTPServer(handler, log)
+	srv := newHTTPServer(tr.handler(handler, cfg), log)
 	addr := ln.Addr().String()
 	fmt.Fprintf(m.Stdout, "spent listening on http://%s\n", addr)
 	st := n.Store()
