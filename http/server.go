@@ -227,6 +227,7 @@ var (
 
 // ServeHTTP answers one request of the API described in docs/http-api.md.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
 	rt := routeOf(r.URL.Path)
 	x := s.pool.Get().(*exchange)
 	status := 0
@@ -238,7 +239,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			s.log.Error("http: panic", "route", routes[rt], "panic", p)
 			status = s.fail(w, x, rt, spent.Errorf(spent.EInternal, "internal error"))
 		}
-		s.m.request(rt, status)
+		s.m.request(rt, status, time.Since(start))
 		s.release(x)
 	}()
 	switch rt {
