@@ -1,0 +1,146 @@
+package node_test
+
+import (
+	"context"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/spentledger/spent"
+	"github.com/spentledger/spent/node"
+)
+
+// gather returns the samples of reg by series, written
+// name{label="value",...} with labels sorted; a histogram gives its count
+// as name_count{...}.
+func gather(tb testing.TB, reg *prometheus.Registry) map[string]float64 {
+	tb.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			var ls []string
+			for _, l := range m.GetLabel() {
+				ls = append(ls, l.GetName()+`="`+l.GetValue()+`"`)
+			}
+			sort.Strings(ls)
+			labels := "{" + strings.Join(ls, ",") + "}"
+			switch {
+			case m.GetCounter() != nil:
+				out[mf.GetName()+labels] = m.GetCounter().GetValue()
+			case m.GetGauge() != nil:
+				out[mf.GetName()+labels] = m.GetGauge().GetValue()
+			case m.GetHistogram() != nil:
+				out[mf.GetName()+"_count"+labels] = float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	return out
+}
+
+func wantSample(tb testing.TB, samples map[string]float64, series string, want float64) {
+	tb.Helper()
+	got, ok := samples[series]
+	if !ok {
+		tb.Fatalf("no sample %s", series)
+	}
+	if got != want {
+		tb.Fatalf("%s: got %v, want %v", series, got, want)
+	}
+}
+
+// countingObserver is a caller's observer: it counts the answers it is told
+// of.
+type countingObserver struct {
+	mu       sync.Mutex
+	answered int
+}
+
+func (o *countingObserver) Start(ctx context.Context, _, _ string) (context.Context, func(error)) {
+	return ctx, func(error) {}
+}
+
+func (o *countingObserver) Answered(context.Context, string, spent.Outcome) {
+	o.mu.Lock()
+	o.answered++
+	o.mu.Unlock()
+}
+
+func TestLedgerMetrics(t *testing.T) {
+	dir := t.TempDir()
+	cfg := Config(t, dir, filepath.Join(dir, "pebble"))
+	cfg.Ledger.Namespaces["tickets"] = spent.Policy{Mode: spent.ModeRefuse, Retention: spent.DefaultPolicy().Retention,
+		Lease: spent.DefaultPolicy().Lease, OnLeaseExpiry: spent.LeaseExpiryRetake}
+	caller := &countingObserver{}
+	cfg.Ledger.Observer = caller
+	reg := prometheus.NewRegistry()
+	cfg.Registerer = reg
+	n := MustOpen(t, cfg)
+	ctx := context.Background()
+
+	before := gather(t, reg)
+	wantSample(t, before, `spent_ledger_claims_total{namespace="tickets",outcome="refused"}`, 0)
+	wantSample(t, before, `spent_ledger_operation_seconds_count{op="claim"}`, 0)
+
+	Claim(t, n, "a")
+	Claim(t, n, "a")
+	if _, err := n.Ledger().ClaimBatch(ctx, []spent.Claim{
+		{Namespace: "tickets", Key: "t", Result: []byte{}},
+		{Namespace: "tickets", Key: "t", Result: []byte{}},
+		{Namespace: "orders", Key: "b", Result: []byte("ok")},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Ledger().Get(ctx, "orders", "never"); spent.ErrorCode(err) != spent.ENotFound {
+		t.Fatalf("get of a key never claimed: got %v, want not_found", err)
+	}
+	if _, err := n.Ledger().Claim(ctx, spent.Claim{Namespace: "nope", Key: "k"}); spent.ErrorCode(err) != spent.EUnknownNamespace {
+		t.Fatalf("claim in an unconfigured namespace: got %v, want unknown_namespace", err)
+	}
+
+	m := gather(t, reg)
+	wantSample(t, m, node.MetricLedgerClaims+`{namespace="orders",outcome="fresh"}`, 2)
+	wantSample(t, m, `spent_ledger_claims_total{namespace="orders",outcome="replayed"}`, 1)
+	wantSample(t, m, `spent_ledger_claims_total{namespace="tickets",outcome="fresh"}`, 1)
+	wantSample(t, m, `spent_ledger_claims_total{namespace="tickets",outcome="refused"}`, 1)
+	wantSample(t, m, `spent_ledger_operation_seconds_count{op="claim"}`, 3)
+	wantSample(t, m, `spent_ledger_operation_seconds_count{op="claim_batch"}`, 1)
+	wantSample(t, m, `spent_ledger_operation_seconds_count{op="get"}`, 1)
+	wantSample(t, m, `spent_ledger_errors_total{code="not_found",op="get"}`, 1)
+	wantSample(t, m, `spent_ledger_errors_total{code="unknown_namespace",op="claim"}`, 1)
+	for series := range m {
+		if strings.Contains(series, `"nope"`) {
+			t.Errorf("an unconfigured namespace became a label value: %s", series)
+		}
+	}
+	// The caller's observer is kept beside the node's.
+	caller.mu.Lock()
+	defer caller.mu.Unlock()
+	if caller.answered != 5 {
+		t.Fatalf("the caller's observer was told of %d answers, want 5", caller.answered)
+	}
+}
+
+func TestLedgerMetricsOffWithoutRegisterer(t *testing.T) {
+	// Without a Registerer the ledger gets the caller's observer alone.
+	dir := t.TempDir()
+	cfg := Config(t, dir, filepath.Join(dir, "pebble"))
+	caller := &countingObserver{}
+	cfg.Ledger.Observer = caller
+	n := MustOpen(t, cfg)
+	Claim(t, n, "a")
+	caller.mu.Lock()
+	defer caller.mu.Unlock()
+	if caller.answered != 1 {
+		t.Fatalf("the caller's observer was told of %d answers, want 1", caller.answered)
+	}
+}
+
+var _ spent.Observer = (*countingObserver)(nil)
