@@ -2,39 +2,11 @@ package ecash_test
 
 import (
 	"context"
-	"strings"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/common/expfmt"
-
 	"github.com/spentledger/spent/ecash"
+	"github.com/spentledger/spent/internal/metricstest"
 )
-
-// samples returns what c exports, each sample as its text line without
-// the comments.
-func samples(tb testing.TB, c prometheus.Collector) string {
-	tb.Helper()
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(c)
-	mfs, err := reg.Gather()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	var b strings.Builder
-	for _, mf := range mfs {
-		if _, err := expfmt.MetricFamilyToText(&b, mf); err != nil {
-			tb.Fatal(err)
-		}
-	}
-	var lines []string
-	for l := range strings.Lines(b.String()) {
-		if !strings.HasPrefix(l, "#") {
-			lines = append(lines, l)
-		}
-	}
-	return strings.Join(lines, "")
-}
 
 func TestMetrics(t *testing.T) {
 	// The books balance: issued = charged + outstanding, with the charge of
@@ -79,7 +51,7 @@ spent_ecash_value_charged_total 4
 spent_ecash_value_issued_total 15
 spent_ecash_value_outstanding 11
 `
-	if got := samples(t, e.iss.Metrics()); got != want {
+	if got := metricstest.Collected(t, e.iss.Metrics()); got != want {
 		t.Fatalf("metrics: got\n%s\nwant\n%s", got, want)
 	}
 }

@@ -3,7 +3,6 @@ package node_test
 import (
 	"context"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -11,50 +10,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/spentledger/spent"
+	"github.com/spentledger/spent/internal/metricstest"
 	"github.com/spentledger/spent/node"
 )
-
-// gather returns the samples of reg by series, written
-// name{label="value",...} with labels sorted; a histogram gives its count
-// as name_count{...}.
-func gather(tb testing.TB, reg *prometheus.Registry) map[string]float64 {
-	tb.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	out := map[string]float64{}
-	for _, mf := range mfs {
-		for _, m := range mf.GetMetric() {
-			var ls []string
-			for _, l := range m.GetLabel() {
-				ls = append(ls, l.GetName()+`="`+l.GetValue()+`"`)
-			}
-			sort.Strings(ls)
-			labels := "{" + strings.Join(ls, ",") + "}"
-			switch {
-			case m.GetCounter() != nil:
-				out[mf.GetName()+labels] = m.GetCounter().GetValue()
-			case m.GetGauge() != nil:
-				out[mf.GetName()+labels] = m.GetGauge().GetValue()
-			case m.GetHistogram() != nil:
-				out[mf.GetName()+"_count"+labels] = float64(m.GetHistogram().GetSampleCount())
-			}
-		}
-	}
-	return out
-}
-
-func wantSample(tb testing.TB, samples map[string]float64, series string, want float64) {
-	tb.Helper()
-	got, ok := samples[series]
-	if !ok {
-		tb.Fatalf("no sample %s", series)
-	}
-	if got != want {
-		tb.Fatalf("%s: got %v, want %v", series, got, want)
-	}
-}
 
 // countingObserver is a caller's observer: it counts the answers it is told
 // of.
@@ -85,9 +43,9 @@ func TestLedgerMetrics(t *testing.T) {
 	n := MustOpen(t, cfg)
 	ctx := context.Background()
 
-	before := gather(t, reg)
-	wantSample(t, before, `spent_ledger_claims_total{namespace="tickets",outcome="refused"}`, 0)
-	wantSample(t, before, `spent_ledger_operation_seconds_count{op="claim"}`, 0)
+	before := metricstest.Gathered(t, reg)
+	metricstest.Want(t, before, `spent_ledger_claims_total{namespace="tickets",outcome="refused"}`, 0)
+	metricstest.Want(t, before, `spent_ledger_operation_seconds_count{op="claim"}`, 0)
 
 	Claim(t, n, "a")
 	Claim(t, n, "a")
@@ -105,20 +63,18 @@ func TestLedgerMetrics(t *testing.T) {
 		t.Fatalf("claim in an unconfigured namespace: got %v, want unknown_namespace", err)
 	}
 
-	m := gather(t, reg)
-	wantSample(t, m, node.MetricLedgerClaims+`{namespace="orders",outcome="fresh"}`, 2)
-	wantSample(t, m, `spent_ledger_claims_total{namespace="orders",outcome="replayed"}`, 1)
-	wantSample(t, m, `spent_ledger_claims_total{namespace="tickets",outcome="fresh"}`, 1)
-	wantSample(t, m, `spent_ledger_claims_total{namespace="tickets",outcome="refused"}`, 1)
-	wantSample(t, m, `spent_ledger_operation_seconds_count{op="claim"}`, 3)
-	wantSample(t, m, `spent_ledger_operation_seconds_count{op="claim_batch"}`, 1)
-	wantSample(t, m, `spent_ledger_operation_seconds_count{op="get"}`, 1)
-	wantSample(t, m, `spent_ledger_errors_total{code="not_found",op="get"}`, 1)
-	wantSample(t, m, `spent_ledger_errors_total{code="unknown_namespace",op="claim"}`, 1)
-	for series := range m {
-		if strings.Contains(series, `"nope"`) {
-			t.Errorf("an unconfigured namespace became a label value: %s", series)
-		}
+	m := metricstest.Gathered(t, reg)
+	metricstest.Want(t, m, node.MetricLedgerClaims+`{namespace="orders",outcome="fresh"}`, 2)
+	metricstest.Want(t, m, `spent_ledger_claims_total{namespace="orders",outcome="replayed"}`, 1)
+	metricstest.Want(t, m, `spent_ledger_claims_total{namespace="tickets",outcome="fresh"}`, 1)
+	metricstest.Want(t, m, `spent_ledger_claims_total{namespace="tickets",outcome="refused"}`, 1)
+	metricstest.Want(t, m, `spent_ledger_operation_seconds_count{op="claim"}`, 3)
+	metricstest.Want(t, m, `spent_ledger_operation_seconds_count{op="claim_batch"}`, 1)
+	metricstest.Want(t, m, `spent_ledger_operation_seconds_count{op="get"}`, 1)
+	metricstest.Want(t, m, `spent_ledger_errors_total{code="not_found",op="get"}`, 1)
+	metricstest.Want(t, m, `spent_ledger_errors_total{code="unknown_namespace",op="claim"}`, 1)
+	if strings.Contains(m, `"nope"`) {
+		t.Errorf("an unconfigured namespace became a label value:\n%s", m)
 	}
 	// The caller's observer is kept beside the node's.
 	caller.mu.Lock()

@@ -8,27 +8,17 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/common/expfmt"
 
+	"github.com/spentledger/spent/internal/metricstest"
 	"github.com/spentledger/spent/privacypass"
 )
 
-// exposition returns what c exports, in the Prometheus text format.
-func exposition(tb testing.TB, c prometheus.Collector) string {
-	tb.Helper()
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(c)
-	mfs, err := reg.Gather()
-	if err != nil {
-		tb.Fatal(err)
+// wantMetrics fails the test unless c exports exactly the samples of want.
+func wantMetrics(t *testing.T, c prometheus.Collector, want string) {
+	t.Helper()
+	if got := metricstest.Collected(t, c); got != strings.TrimLeft(want, "\n") {
+		t.Fatalf("metrics: got\n%s\nwant\n%s", got, want)
 	}
-	var b strings.Builder
-	for _, mf := range mfs {
-		if _, err := expfmt.MetricFamilyToText(&b, mf); err != nil {
-			tb.Fatal(err)
-		}
-	}
-	return b.String()
 }
 
 func TestMetrics(t *testing.T) {
@@ -61,23 +51,17 @@ func TestMetrics(t *testing.T) {
 	send(t, http.MethodPost, redeem, []byte{0, 2, 1})
 
 	want := `
-# HELP spent_privacypass_redemptions_total Privacy Pass redemptions, by token type and outcome (redeemed, or the code of the refusal).
-# TYPE spent_privacypass_redemptions_total counter
 spent_privacypass_redemptions_total{outcome="bad_request",token_type="2"} 1
 spent_privacypass_redemptions_total{outcome="double_spend",token_type="2"} 1
 spent_privacypass_redemptions_total{outcome="redeemed",token_type="1"} 1
 spent_privacypass_redemptions_total{outcome="redeemed",token_type="2"} 1
 spent_privacypass_redemptions_total{outcome="token_required",token_type="unknown"} 1
-# HELP spent_privacypass_token_requests_total Privacy Pass token requests the issuer answered, by token type and outcome (issued, or the code of the refusal).
-# TYPE spent_privacypass_token_requests_total counter
 spent_privacypass_token_requests_total{outcome="issued",token_type="1"} 1
 spent_privacypass_token_requests_total{outcome="issued",token_type="2"} 1
 spent_privacypass_token_requests_total{outcome="unauthorized",token_type="unknown"} 1
 spent_privacypass_token_requests_total{outcome="unsupported_token_type",token_type="unknown"} 1
 `
-	if got := exposition(t, e.srv.Metrics()); got != strings.TrimLeft(want, "\n") {
-		t.Fatalf("metrics: got\n%s\nwant\n%s", got, want)
-	}
+	wantMetrics(t, e.srv.Metrics(), want)
 }
 
 func TestOriginMetrics(t *testing.T) {
@@ -99,13 +83,9 @@ func TestOriginMetrics(t *testing.T) {
 	wantRefused(t, send(t, http.MethodGet, origin.URL, tok), privacypass.CodeDoubleSpend)
 
 	want := `
-# HELP spent_privacypass_redemptions_total Privacy Pass redemptions, by token type and outcome (redeemed, or the code of the refusal).
-# TYPE spent_privacypass_redemptions_total counter
 spent_privacypass_redemptions_total{outcome="double_spend",token_type="1"} 1
 spent_privacypass_redemptions_total{outcome="redeemed",token_type="1"} 1
 spent_privacypass_redemptions_total{outcome="token_required",token_type="unknown"} 1
 `
-	if got := exposition(t, o.Metrics()); got != strings.TrimLeft(want, "\n") {
-		t.Fatalf("metrics: got\n%s\nwant\n%s", got, want)
-	}
+	wantMetrics(t, o.Metrics(), want)
 }

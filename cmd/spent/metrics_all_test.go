@@ -88,18 +88,15 @@ func TestMetricsEveryRoute(t *testing.T) {
 		t.Skip("generates RSA keys; skipped with -short")
 	}
 	const attester = "attester-token-0123456789abcdef"
+	// Both token types and e-cash's defaults (issue_value 100), with an
+	// easy proof of work.
 	cfg := WriteConfig(t, `
 [privacypass]
 issuer_name = "issuer.example"
-origin_info = ["origin.example"]
-token_types = [2, 1]
 attester_tokens = ["`+attester+`"]
-
 [ecash]
 issuer_name = "bank.example"
-denominations = [1, 2, 5, 10, 20, 50, 100]
 difficulty = 8
-issue_value = 100
 `)
 	e := env{"SPENT_KEK": "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="}
 	s := MustServe(t, t.TempDir(), e, nil, "--config", cfg)
