@@ -141,7 +141,9 @@ type Issuer struct {
 	challenge []byte // the TokenChallenge every value token answers
 	digest    [privacypass.DigestSize]byte
 
-	issued, charged, spends, sigs atomic.Uint64
+	books   books
+	sigs    atomic.Uint64
+	metrics *issuerMetrics
 }
 
 // New checks cfg and the ledger's namespaces and returns the issuer over
@@ -174,7 +176,9 @@ func New(cfg Config, ledger *spent.Ledger, keys *Keys) (*Issuer, error) {
 	if err := keys.Prepare(ledger.Now()); err != nil {
 		return nil, err
 	}
-	return &Issuer{cfg: cfg, ledger: ledger, keys: keys, challenge: ch, digest: privacypass.ChallengeDigest(ch)}, nil
+	is := &Issuer{cfg: cfg, ledger: ledger, keys: keys, challenge: ch, digest: privacypass.ChallengeDigest(ch)}
+	is.metrics = newIssuerMetrics(is)
+	return is, nil
 }
 
 // KeysConfig returns the configuration of the key set an issuer of cfg
@@ -230,7 +234,9 @@ type Stats struct {
 
 // Stats returns the running totals.
 func (is *Issuer) Stats() Stats {
-	return Stats{Issued: is.issued.Load(), Charged: is.charged.Load(), Spends: is.spends.Load(), Signatures: is.sigs.Load()}
+	is.books.mu.Lock()
+	defer is.books.mu.Unlock()
+	return Stats{Issued: is.books.issued, Charged: is.books.charged, Spends: is.books.spends, Signatures: is.sigs.Load()}
 }
 
 // Answer is the issuer's answer to a spend or an issuance: the stored
@@ -254,6 +260,13 @@ func Nullifier(tok *privacypass.Token) string {
 // (bad_request); the outputs are signed; and the ledger records nullifier →
 // (digest, response) in one durable step before the answer.
 func (is *Issuer) Spend(ctx context.Context, body []byte) (Answer, error) {
+	a, err := is.spend(ctx, body)
+	count(is.metrics.spends, a, err)
+	return a, err
+}
+
+// spend does the work of Spend.
+func (is *Issuer) spend(ctx context.Context, body []byte) (Answer, error) {
 	req, err := ParseSpend(body)
 	if err != nil {
 		return Answer{}, errorf(CodeBadRequest, err, "spend request")
@@ -356,12 +369,7 @@ func (is *Issuer) record(ctx context.Context, kind, ns, key string, digest []byt
 	}
 	switch res.Outcome {
 	case spent.Fresh:
-		if kind == "issue" {
-			is.issued.Add(resp.Value)
-		} else {
-			is.spends.Add(1)
-		}
-		is.charged.Add(resp.Charge)
+		is.books.fresh(kind, resp)
 		if is.cfg.OnFresh != nil {
 			is.cfg.OnFresh(kind, key, resp)
 		}
@@ -462,6 +470,13 @@ func Solve(ctx context.Context, c Challenge) (uint64, error) {
 // records challenge id → (digest, response) in one durable step before the
 // answer.
 func (is *Issuer) Issue(ctx context.Context, body []byte) (Answer, error) {
+	a, err := is.issue(ctx, body)
+	count(is.metrics.issuances, a, err)
+	return a, err
+}
+
+// issue does the work of Issue.
+func (is *Issuer) issue(ctx context.Context, body []byte) (Answer, error) {
 	req, err := ParseIssue(body)
 	if err != nil {
 		return Answer{}, errorf(CodeBadRequest, err, "issuance request")

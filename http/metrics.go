@@ -2,7 +2,10 @@ package http
 
 import (
 	"errors"
+	"net/http"
 	"strconv"
+	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spentledger/spent"
@@ -21,8 +24,14 @@ const (
 	// MetricStoreErrors counts requests answered "unavailable" because the
 	// store failed, by endpoint.
 	MetricStoreErrors = "spent_store_errors_total"
-	// MetricRequests counts HTTP requests by route and status code.
+	// MetricRequests counts HTTP requests by route and status code: the
+	// Server's routes, and those of the handlers beside it that
+	// Server.Instrument counts.
 	MetricRequests = "spent_http_requests_total"
+	// MetricRequestDuration is a histogram of the time HTTP requests took,
+	// from the handler's start to its return, by route (the routes of
+	// MetricRequests).
+	MetricRequestDuration = "spent_http_request_duration_seconds"
 )
 
 // Routes, as they appear in the route label.
@@ -36,6 +45,7 @@ var routes = [...]string{
 	routeHealthz:  "/healthz",
 	routeReadyz:   "/readyz",
 	routeMetrics:  "/metrics",
+	routeOpenAPI:  OpenAPIPath,
 	routeOther:    "other",
 }
 
@@ -51,13 +61,14 @@ const (
 	routeHealthz
 	routeReadyz
 	routeMetrics
+	routeOpenAPI
 	routeOther
 	numRoutes
 )
 
 // endpoint names the route in the endpoint label ("claim", "get", ...).
 func (r route) endpoint() string {
-	if r <= routeUnknown {
+	if r <= routeUnknown || r == routeOpenAPI {
 		return routes[r][len("/v1/"):]
 	}
 	return routes[r][1:]
@@ -91,6 +102,8 @@ type metrics struct {
 	storeErrors *prometheus.CounterVec
 	requests    *prometheus.CounterVec
 	reqByStatus [numRoutes][len(statuses)]prometheus.Counter
+	reqDuration *prometheus.HistogramVec
+	durByRoute  [numRoutes]prometheus.Observer
 }
 
 // register registers c, or reuses the collector already registered under
@@ -146,11 +159,20 @@ func newMetrics(reg prometheus.Registerer, namespaces []string) (*metrics, error
 	if err != nil {
 		return nil, err
 	}
+	reqDuration, err := register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    MetricRequestDuration,
+		Help:    "Time HTTP requests took, from the handler's start to its return, by route.",
+		Buckets: prometheus.ExponentialBuckets(50e-6, 2, 16), // 50 µs to 1.6 s
+	}, []string{"route"}))
+	if err != nil {
+		return nil, err
+	}
 	m := &metrics{
 		claims:      make(map[string]*[len(outcomes)]prometheus.Counter, len(namespaces)),
 		batchSize:   batch,
 		storeErrors: storeErrors,
 		requests:    requests,
+		reqDuration: reqDuration,
 	}
 	m.duration[0] = duration.WithLabelValues("claim")
 	m.duration[1] = duration.WithLabelValues("claims")
@@ -162,6 +184,7 @@ func newMetrics(reg prometheus.Registerer, namespaces []string) (*metrics, error
 		m.claims[ns] = &cs
 	}
 	for r := range numRoutes {
+		m.durByRoute[r] = reqDuration.WithLabelValues(routes[r])
 		for i, st := range statuses {
 			m.reqByStatus[r][i] = requests.WithLabelValues(routes[r], strconv.Itoa(st))
 		}
@@ -172,7 +195,8 @@ func newMetrics(reg prometheus.Registerer, namespaces []string) (*metrics, error
 	return m, nil
 }
 
-func (m *metrics) request(r route, status int) {
+func (m *metrics) request(r route, status int, took time.Duration) {
+	m.durByRoute[r].Observe(took.Seconds())
 	for i, st := range statuses {
 		if st == status {
 			m.reqByStatus[r][i].Inc()
@@ -215,4 +239,45 @@ func (m *metrics) outcomes(rs []spent.Answer) {
 
 func (m *metrics) storeError(r route) {
 	m.storeErrors.WithLabelValues(r.endpoint()).Inc()
+}
+
+// Instrument returns a handler that serves mux, on which s is mounted at
+// "/", and counts the requests mux gives its other handlers (the Privacy
+// Pass and e-cash routes of spent serve, say) as s counts its own: in
+// MetricRequests and MetricRequestDuration, labelled with the path of the
+// pattern that matched ("/v1/redeem", "/v1/ecash/spend"), never the
+// request's path, so the route label takes no more values than mux has
+// patterns. Requests mux would give s go to s directly, which counts them
+// once.
+func (s *Server) Instrument(mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h, pattern := mux.Handler(r)
+		if srv, ok := h.(*Server); ok && srv == s {
+			s.ServeHTTP(w, r)
+			return
+		}
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		mux.ServeHTTP(sw, r)
+		s.m.patternRequest(patternRoute(pattern), sw.status, time.Since(start))
+	})
+}
+
+// patternRoute returns the path of a ServeMux pattern, without its method
+// and host ("GET example.com/v1/x" gives "/v1/x"), or "other" for none (a
+// request no pattern matched).
+func patternRoute(pattern string) string {
+	if i := strings.IndexByte(pattern, ' '); i >= 0 {
+		pattern = strings.TrimLeft(pattern[i+1:], " \t")
+	}
+	if i := strings.IndexByte(pattern, '/'); i >= 0 {
+		return pattern[i:]
+	}
+	return routes[routeOther]
+}
+
+// patternRequest counts a request of a route outside the Server's own.
+func (m *metrics) patternRequest(route string, status int, took time.Duration) {
+	m.reqDuration.WithLabelValues(route).Observe(took.Seconds())
+	m.requests.WithLabelValues(route, strconv.Itoa(status)).Inc()
 }

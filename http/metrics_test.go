@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -90,6 +91,10 @@ func TestMetrics(t *testing.T) {
 	// Every claim request that reached the ledger is timed, failed ones too.
 	wantSample(t, m, `spent_claim_duration_seconds_count{endpoint="claim"}`, 8)
 	wantSample(t, m, `spent_claim_duration_seconds_count{endpoint="claims"}`, 1)
+	// Every request is timed by route, the failed and the unknown ones too.
+	wantSample(t, m, `spent_http_request_duration_seconds_count{route="/v1/claim"}`, 8)
+	wantSample(t, m, `spent_http_request_duration_seconds_count{route="/v1/claims"}`, 1)
+	wantSample(t, m, `spent_http_request_duration_seconds_count{route="/metrics"}`, 1) // this scrape counts once done
 	if _, ok := m[`go_goroutines`]; !ok {
 		t.Error("private registry lacks the Go collector")
 	}
@@ -109,5 +114,56 @@ func TestMetricsSharedRegistry(t *testing.T) {
 	wantSample(t, m, `spent_claims_total{namespace="echo",outcome="fresh"}`, 2)
 	if _, ok := m[`go_goroutines`]; ok {
 		t.Error("a caller's registry got the Go collector added")
+	}
+}
+
+func TestMetricsInstrument(t *testing.T) {
+	// Routes mounted beside the API are counted under the path of their
+	// pattern, never the request's path; the API's requests are counted
+	// once, by the API.
+	e := MustServe(t, sphttp.DefaultConfig())
+	mux := http.NewServeMux()
+	mux.Handle("/", e.server)
+	mux.HandleFunc("GET /extra/{id}", func(w http.ResponseWriter, r *http.Request) {
+		if r.PathValue("id") == "missing" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Write([]byte("ok"))
+	})
+	mux.HandleFunc("POST example.com/hosted", func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusTeapot)
+	})
+	ts := httptest.NewServer(e.server.Instrument(mux))
+	t.Cleanup(ts.Close)
+
+	for _, id := range []string{"a", "b", "c", "missing"} {
+		request(t, http.MethodGet, ts.URL+"/extra/"+id, nil)
+	}
+	req, err := http.NewRequest(http.MethodPost, ts.URL+"/hosted", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Host = "example.com"
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	wantOK(t, request(t, http.MethodPost, ts.URL+"/v1/claim", strings.NewReader(`{"namespace":"echo","key":"a"}`), "Content-Type", "application/json"))
+	request(t, http.MethodGet, ts.URL+"/nowhere", nil)
+
+	m := scrape(t, ts.URL)
+	wantSample(t, m, `spent_http_requests_total{code="200",route="/extra/{id}"}`, 3)
+	wantSample(t, m, `spent_http_requests_total{code="404",route="/extra/{id}"}`, 1)
+	wantSample(t, m, `spent_http_request_duration_seconds_count{route="/extra/{id}"}`, 4)
+	wantSample(t, m, `spent_http_requests_total{code="418",route="/hosted"}`, 1)
+	wantSample(t, m, `spent_http_requests_total{code="200",route="/v1/claim"}`, 1)
+	wantSample(t, m, `spent_http_request_duration_seconds_count{route="/v1/claim"}`, 1)
+	wantSample(t, m, `spent_http_requests_total{code="404",route="other"}`, 1)
+	for series := range m {
+		if strings.Contains(series, `"/extra/a"`) || strings.Contains(series, "missing") {
+			t.Errorf("a request's path became a label value: %s", series)
+		}
 	}
 }

@@ -20,13 +20,10 @@ var OpenAPI []byte
 
 // openAPI answers GET and HEAD of OpenAPIPath without asking for a token:
 // the contract is public, like /healthz.
-func (s *Server) openAPI(w http.ResponseWriter, r *http.Request) {
-	x := s.pool.Get().(*exchange)
-	defer s.release(x)
+func (s *Server) openAPI(w http.ResponseWriter, x *exchange, r *http.Request) int {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header()["Allow"] = hdrGet
-		s.problem(w, x, spent.EInvalid, http.StatusMethodNotAllowed, "method "+spent.QuoteInput(r.Method)+" not allowed; use GET")
-		return
+		return s.problem(w, x, spent.EInvalid, http.StatusMethodNotAllowed, "method "+spent.QuoteInput(r.Method)+" not allowed; use GET")
 	}
-	s.write(w, http.StatusOK, hdrJSON, OpenAPI)
+	return s.write(w, http.StatusOK, hdrJSON, OpenAPI)
 }

@@ -210,6 +210,8 @@ func routeOf(path string) route {
 		return routeReadyz
 	case "/metrics":
 		return routeMetrics
+	case OpenAPIPath:
+		return routeOpenAPI
 	}
 	return routeOther
 }
@@ -227,10 +229,7 @@ var (
 
 // ServeHTTP answers one request of the API described in docs/http-api.md.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path == OpenAPIPath {
-		s.openAPI(w, r)
-		return
-	}
+	start := time.Now()
 	rt := routeOf(r.URL.Path)
 	x := s.pool.Get().(*exchange)
 	status := 0
@@ -242,7 +241,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			s.log.Error("http: panic", "route", routes[rt], "panic", p)
 			status = s.fail(w, x, rt, spent.Errorf(spent.EInternal, "internal error"))
 		}
-		s.m.request(rt, status)
+		s.m.request(rt, status, time.Since(start))
 		s.release(x)
 	}()
 	switch rt {
@@ -252,6 +251,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			status = s.problem(w, x, spent.EInvalid, http.StatusMethodNotAllowed, "method "+spent.QuoteInput(r.Method)+" not allowed; use GET")
 			return
 		}
+	case routeOpenAPI:
+		status = s.openAPI(w, x, r)
+		return
 	case routeOther:
 		status = s.problem(w, x, spent.EInvalid, http.StatusNotFound, "no such endpoint: "+spent.QuoteInput(r.URL.Path))
 		return

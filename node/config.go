@@ -56,7 +56,9 @@ type Config struct {
 	Dir string
 	// Ledger is the ledger's configuration without its secret, which the
 	// node reads from Dir (Ledger.Secret must stay empty). A nil Ledger.Now
-	// takes Now.
+	// takes Now. With a Registerer, the ledger's Observer is Ledger.Observer
+	// (kept, and told first) chained with the node's, which counts the
+	// ledger's claims, errors and timings.
 	Ledger spent.Config
 	// OpenStore opens the store. The node calls it once, after it has
 	// locked Dir, read the secret and loaded the fence, and closes the store
@@ -84,9 +86,11 @@ type Config struct {
 	// SweepBatch is how many records one store call of the sweeper forgets,
 	// 1 to spent.MaxBatch.
 	SweepBatch int
-	// Registerer receives the node's metrics: the sweeper's, the store's
-	// Collector, and the Go and process collectors when ProcessMetrics is
-	// set. Nil registers them nowhere.
+	// Registerer receives the node's metrics: the ledger's (claims by
+	// namespace and outcome, errors, operation times; see
+	// MetricLedgerClaims), the sweeper's, the store's Collector, and the Go
+	// and process collectors when ProcessMetrics is set. Nil registers them
+	// nowhere, and the ledger gets Ledger.Observer alone.
 	Registerer prometheus.Registerer
 	// ProcessMetrics adds the Go runtime and process collectors.
 	ProcessMetrics bool

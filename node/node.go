@@ -28,6 +28,7 @@ type Node struct {
 	fence  *fence
 	ledger *spent.Ledger
 	sweep  *sweeper
+	lm     *ledgerMetrics // nil without a Registerer
 
 	stopping atomic.Bool
 	// stop ends the background work; done is closed once it has ended.
@@ -112,6 +113,10 @@ func (n *Node) open(ctx context.Context) error {
 	}
 	lc := cfg.Ledger
 	lc.Secret = secret
+	if cfg.Registerer != nil {
+		n.lm = newLedgerMetrics(lc.Namespaces)
+		lc.Observer = spent.Observers(cfg.Ledger.Observer, n.lm)
+	}
 	if n.ledger, err = spent.NewLedger(ctx, n.opened.Store, lc); err != nil {
 		return fmt.Errorf("starting ledger: %w", err)
 	}
@@ -125,7 +130,7 @@ func (n *Node) register() error {
 	if reg == nil {
 		return nil
 	}
-	cs := n.sweep.collectors()
+	cs := append(n.sweep.collectors(), n.lm.collectors()...)
 	if n.opened.Collector != nil {
 		cs = append(cs, n.opened.Collector)
 	}

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/spentledger/spent"
 )
 
@@ -91,6 +93,8 @@ type Origin struct {
 	origin string // OriginInfo joined
 
 	static map[[DigestSize]byte]bool
+
+	redemptions *prometheus.CounterVec // MetricRedemptions
 }
 
 // NewOrigin checks cfg and returns an Origin that spends tokens in ledger.
@@ -130,7 +134,8 @@ func NewOrigin(ledger *spent.Ledger, cfg OriginConfig) (*Origin, error) {
 	if cfg.Skew < 0 {
 		return nil, errors.New("privacypass: origin: negative skew")
 	}
-	o := &Origin{cfg: cfg, ledger: ledger, log: cfg.Logger, origin: strings.Join(cfg.OriginInfo, ",")}
+	o := &Origin{cfg: cfg, ledger: ledger, log: cfg.Logger, origin: strings.Join(cfg.OriginInfo, ","),
+		redemptions: newCounter(MetricRedemptions, "Privacy Pass redemptions, by token type and outcome (redeemed, or the code of the refusal).", outcomeRedeemed, cfg.TokenTypes)}
 	probe := TokenChallenge{TokenType: cfg.TokenTypes[0], IssuerName: cfg.IssuerName, OriginInfo: o.origin}
 	if err := probe.Validate(); err != nil {
 		return nil, fmt.Errorf("privacypass: origin: %w", err)
@@ -376,7 +381,42 @@ func (o *Origin) Redeem(ctx context.Context, raw []byte) (*Spend, error) {
 	return o.redeem(ctx, raw, o.cfg.OneStep)
 }
 
+// redeem is redeemToken, counted in MetricRedemptions.
 func (o *Origin) redeem(ctx context.Context, raw []byte, oneStep bool) (*Spend, error) {
+	s, err := o.redeemToken(ctx, raw, oneStep)
+	o.countRedemption(wireType(raw), err)
+	return s, err
+}
+
+// countRedemption counts a redemption of a token of type t that err
+// refused, or that succeeded when err is nil.
+func (o *Origin) countRedemption(t TokenType, err error) {
+	outcome := outcomeRedeemed
+	if err != nil {
+		outcome = codeOf(err)
+	}
+	o.redemptions.WithLabelValues(typeLabel(t), outcome).Inc()
+}
+
+// credential returns the token of r's Authorization header, or the
+// refusal of a request without one (missing says what to present), which
+// it counts as a redemption refused.
+func (o *Origin) credential(r *http.Request, missing string) ([]byte, error) {
+	raw, ok, err := ParseAuthorization(r.Header)
+	switch {
+	case err != nil:
+		err = &RedeemError{Code: CodeBadRequest, Detail: "malformed PrivateToken credential", Err: err}
+	case !ok:
+		err = refused(CodeTokenRequired, "%s", missing)
+	default:
+		return raw, nil
+	}
+	o.countRedemption(0, err)
+	return nil, err
+}
+
+// redeemToken does the work of Redeem, with oneStep for OriginConfig.OneStep.
+func (o *Origin) redeemToken(ctx context.Context, raw []byte, oneStep bool) (*Spend, error) {
 	tok, err := ParseToken(raw)
 	if err != nil {
 		if errors.Is(err, ErrTokenType) {
@@ -452,13 +492,9 @@ func (o *Origin) redeem(ctx context.Context, raw []byte, oneStep bool) (*Spend, 
 // released, a two-step spend is completed when next returns.
 func (o *Origin) Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		raw, ok, err := ParseAuthorization(r.Header)
+		raw, err := o.credential(r, "present a PrivateToken")
 		if err != nil {
-			o.refuse(w, &RedeemError{Code: CodeBadRequest, Detail: "malformed PrivateToken credential", Err: err})
-			return
-		}
-		if !ok {
-			o.refuse(w, refused(CodeTokenRequired, "present a PrivateToken"))
+			o.refuse(w, err)
 			return
 		}
 		s, err := o.redeem(r.Context(), raw, o.cfg.OneStep)

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/spentledger/spent"
 )
 
@@ -34,6 +36,7 @@ type Server struct {
 	origin    *Origin
 	log       *slog.Logger
 	attesters map[[sha256.Size]byte]bool // digests of the attester tokens
+	requests  *prometheus.CounterVec     // MetricTokenRequests
 }
 
 // New checks cfg, opens the key directory keyDir with the key-encryption
@@ -72,7 +75,8 @@ func New(ctx context.Context, cfg Config, ledger *spent.Ledger, keyDir string, k
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, ledger: ledger, keys: keys, log: log, attesters: map[[sha256.Size]byte]bool{}}
+	s := &Server{cfg: cfg, ledger: ledger, keys: keys, log: log, attesters: map[[sha256.Size]byte]bool{},
+		requests: newCounter(MetricTokenRequests, "Privacy Pass token requests the issuer answered, by token type and outcome (issued, or the code of the refusal).", outcomeIssued, cfg.TokenTypes)}
 	for _, t := range cfg.AttesterTokens {
 		s.attesters[sha256.Sum256([]byte(t))] = true
 	}
@@ -196,9 +200,18 @@ func (s *Server) attest(r *http.Request) string {
 // then the signature.
 func (s *Server) TokenRequestHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The answer is counted in MetricTokenRequests: by the type the
+		// body names, once read, and by the code of the problem written.
+		var tokenType TokenType
+		outcome := outcomeIssued
+		defer func() { s.requests.WithLabelValues(typeLabel(tokenType), outcome).Inc() }()
+		problem := func(status int, code, detail string) {
+			outcome = code
+			writeProblem(w, status, code, detail)
+		}
 		if r.Method != http.MethodPost {
 			w.Header().Set("Allow", "POST")
-			writeProblem(w, http.StatusMethodNotAllowed, CodeBadRequest, "use POST")
+			problem(http.StatusMethodNotAllowed, CodeBadRequest, "use POST")
 			return
 		}
 		identity := s.attest(r)
@@ -206,29 +219,30 @@ func (s *Server) TokenRequestHandler() http.Handler {
 			if s.cfg.Attester == AttesterBearer {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="privacypass issuer"`)
 			}
-			writeProblem(w, http.StatusUnauthorized, CodeUnauthorized, "the issuer could not identify the client (attester: "+s.cfg.Attester+")")
+			problem(http.StatusUnauthorized, CodeUnauthorized, "the issuer could not identify the client (attester: "+s.cfg.Attester+")")
 			return
 		}
 		if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != RequestMediaType {
-			writeProblem(w, http.StatusUnsupportedMediaType, CodeBadRequest, "Content-Type must be "+RequestMediaType)
+			problem(http.StatusUnsupportedMediaType, CodeBadRequest, "Content-Type must be "+RequestMediaType)
 			return
 		}
 		body, err := io.ReadAll(io.LimitReader(r.Body, maxRequestBody+1))
 		if err != nil {
-			writeProblem(w, http.StatusBadRequest, CodeBadRequest, "reading the body: "+err.Error())
+			problem(http.StatusBadRequest, CodeBadRequest, "reading the body: "+err.Error())
 			return
 		}
 		if len(body) > maxRequestBody {
-			writeProblem(w, http.StatusRequestEntityTooLarge, CodeBadRequest, "token request over "+strconv.Itoa(maxRequestBody)+" bytes")
+			problem(http.StatusRequestEntityTooLarge, CodeBadRequest, "token request over "+strconv.Itoa(maxRequestBody)+" bytes")
 			return
 		}
+		tokenType = wireType(body)
 		req, err := ParseTokenRequest(body)
 		if err != nil {
 			code := CodeWrongSize
 			if errors.Is(err, ErrTokenType) {
 				code = CodeTokenType
 			}
-			writeProblem(w, http.StatusUnprocessableEntity, code, err.Error())
+			problem(http.StatusUnprocessableEntity, code, err.Error())
 			return
 		}
 		served := false
@@ -236,20 +250,20 @@ func (s *Server) TokenRequestHandler() http.Handler {
 			served = served || t == req.TokenType
 		}
 		if !served {
-			writeProblem(w, http.StatusUnprocessableEntity, CodeTokenType, req.TokenType.String()+" is not issued here")
+			problem(http.StatusUnprocessableEntity, CodeTokenType, req.TokenType.String()+" is not issued here")
 			return
 		}
 		now := s.ledger.Now()
 		s.keys.kick(now)
 		key := s.keys.forRequest(req.TokenType, req.TruncatedKeyID, now)
 		if key == nil {
-			writeProblem(w, http.StatusUnprocessableEntity, CodeUnknownKey,
+			problem(http.StatusUnprocessableEntity, CodeUnknownKey,
 				fmt.Sprintf("no key of %v with truncated key id %d is usable now: fetch the directory again", req.TokenType, req.TruncatedKeyID))
 			return
 		}
 		p, err := key.prepare(&req)
 		if err != nil {
-			writeProblem(w, http.StatusUnprocessableEntity, CodeWrongSize, err.Error())
+			problem(http.StatusUnprocessableEntity, CodeWrongSize, err.Error())
 			return
 		}
 		epochEnd := s.keys.EpochEnd(now)
@@ -257,24 +271,24 @@ func (s *Server) TokenRequestHandler() http.Handler {
 		res, err := s.ledger.Count(r.Context(), scope, identity, s.cfg.QuotaPerEpoch, epochEnd)
 		if err != nil {
 			w.Header().Set("Retry-After", "1")
-			writeProblem(w, http.StatusServiceUnavailable, CodeUnavailable, "the ledger could not count the request: "+err.Error())
+			problem(http.StatusServiceUnavailable, CodeUnavailable, "the ledger could not count the request: "+err.Error())
 			return
 		}
 		if !res.Added {
 			w.Header().Set("Retry-After", retryAfter(epochEnd.Sub(now)))
-			writeProblem(w, http.StatusTooManyRequests, CodeQuota,
+			problem(http.StatusTooManyRequests, CodeQuota,
 				fmt.Sprintf("%d tokens per client per epoch; the next epoch starts at %s", s.cfg.QuotaPerEpoch, epochEnd.Format(time.RFC3339)))
 			return
 		}
 		resp, err := p.issue()
 		if err != nil {
 			s.log.Error("privacypass: issuance failed", "err", err)
-			writeProblem(w, http.StatusInternalServerError, CodeInternal, "issuance failed")
+			problem(http.StatusInternalServerError, CodeInternal, "issuance failed")
 			return
 		}
 		out, err := resp.MarshalBinary()
 		if err != nil {
-			writeProblem(w, http.StatusInternalServerError, CodeInternal, err.Error())
+			problem(http.StatusInternalServerError, CodeInternal, err.Error())
 			return
 		}
 		h := w.Header()
@@ -315,13 +329,9 @@ func (s *Server) RedeemHandler() http.Handler {
 			return
 		}
 		s.keys.kick(s.ledger.Now())
-		raw, ok, err := ParseAuthorization(r.Header)
+		raw, err := s.origin.credential(r, "present a PrivateToken in the Authorization header")
 		if err != nil {
-			s.origin.refuse(w, &RedeemError{Code: CodeBadRequest, Detail: "malformed PrivateToken credential", Err: err})
-			return
-		}
-		if !ok {
-			s.origin.refuse(w, refused(CodeTokenRequired, "present a PrivateToken in the Authorization header"))
+			s.origin.refuse(w, err)
 			return
 		}
 		sp, err := s.origin.redeem(r.Context(), raw, true)

@@ -246,14 +246,20 @@ func (m *Main) handler(ctx context.Context, cfg serveConfig, n *node.Node, reg *
 				return nil, ts, err
 			}
 			ts.pp.Register(mux)
+			if err := reg.Register(ts.pp.Metrics()); err != nil {
+				return nil, ts, fmt.Errorf("privacypass: metrics: %w", err)
+			}
 		}
 		if cfg.Ecash != nil {
 			if ts.ec, err = m.startEcash(cfg, n.Secret(), n.Ledger(), log); err != nil {
 				return nil, ts, err
 			}
 			ts.ec.Register(mux)
+			if err := reg.Register(ts.ec.Metrics()); err != nil {
+				return nil, ts, fmt.Errorf("ecash: metrics: %w", err)
+			}
 		}
-		handler = mux
+		handler = api.Instrument(mux) // the routes beside the API in its metrics
 	}
 
 	// Every route shares one budget of bodies in flight; without tokens,

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spentledger/spent"
 	"github.com/spentledger/spent/ecash"
+	sphttp "github.com/spentledger/spent/http"
 	"github.com/spentledger/spent/node"
 	"github.com/spentledger/spent/opentelemetry"
 	"github.com/spentledger/spent/privacypass"
@@ -71,7 +72,7 @@ func (t tracing) handler(h http.Handler, cfg serveConfig) http.Handler {
 	}
 	routes := map[string]bool{}
 	for _, p := range []string{"/v1/claim", "/v1/claims", "/v1/complete", "/v1/release", "/v1/get", "/v1/unknown",
-		"/healthz", "/readyz", "/metrics"} {
+		"/healthz", "/readyz", "/metrics", sphttp.OpenAPIPath} {
 		routes[p] = true
 	}
 	if cfg.Privacypass != nil {
