@@ -3,10 +3,10 @@ package spent
 import "context"
 
 // Observer watches a [Ledger]'s work, for metrics and traces: set it as
-// [Config].Observer. Package node gives the server's ledger one that counts
-// claims by namespace and outcome (Prometheus) and one that starts spans
-// (OpenTelemetry), whichever front end (HTTP, Privacy Pass, e-cash, the
-// idempotency middleware) made the call. The ledger calls it on the
+// [Config].Observer. Package node adds one that counts claims by namespace
+// and outcome (Prometheus), and spent serve one from package opentelemetry
+// that starts spans, so that both see every call whichever front end (HTTP,
+// Privacy Pass, e-cash, the idempotency middleware) made it. The ledger calls it on the
 // caller's goroutine, so it must be safe for concurrent use and quick; it
 // never passes it a key, a hash or a result.
 type Observer interface {
