@@ -35,7 +35,8 @@ const (
 
 func (m *Main) serveCommand() *cobra.Command {
 	var configPath, listen, data, storeURL string
-	var allowNonDurable, newFence bool
+	var allowNonDurable, newFence, allowPlaintext bool
+	var tlsCert, tlsKey, tlsClientCA string
 	c := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the server",
@@ -54,9 +55,15 @@ The rollback fence (DATA/fence) names the newest canary record the server
 wrote to the store; a store without it is refused as rolled back. A data
 directory without a fence beside a store that already holds records is
 refused too, unless this is its deliberate first start: --new-fence (a new
-server joining a shared store, or a fence known to be lost).`,
+server joining a shared store, or a fence known to be lost).
+
+--tls-cert and --tls-key serve HTTPS (TLS 1.2 or later); the files are
+reloaded on SIGHUP and when they change, without dropping a connection.
+--tls-client-ca then requires of every client a certificate signed by one
+of its CAs. A non-loopback address without TLS is refused unless
+--allow-plaintext (see docs/operations.md, "TLS and mTLS").`,
 		Example: `  spent serve
-  spent serve --config spent.toml --listen 0.0.0.0:7070 --data /var/lib/spent
+  spent serve --config spent.toml --listen 0.0.0.0:7070 --data /var/lib/spent --tls-cert server.crt --tls-key server.key
   spent serve --store postgres://spent@db.internal/spent`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(c *cobra.Command, _ []string) error {
@@ -82,7 +89,22 @@ server joining a shared store, or a fence known to be lost).`,
 			if c.Flags().Changed("allow-non-durable") {
 				cfg.AllowNonDurable = allowNonDurable
 			}
+			if c.Flags().Changed("tls-cert") {
+				cfg.TLSCert = tlsCert
+			}
+			if c.Flags().Changed("tls-key") {
+				cfg.TLSKey = tlsKey
+			}
+			if c.Flags().Changed("tls-client-ca") {
+				cfg.TLSClientCA = tlsClientCA
+			}
+			if c.Flags().Changed("allow-plaintext") {
+				cfg.AllowPlaintext = allowPlaintext
+			}
 			if err := cfg.validate(); err != nil {
+				return &usageError{err}
+			}
+			if err := cfg.checkTLS(); err != nil {
 				return &usageError{err}
 			}
 			if err := cfg.checkListen(); err != nil {
@@ -99,6 +121,10 @@ server joining a shared store, or a fence known to be lost).`,
 	f.StringVar(&storeURL, "store", "", "store `DSN`: "+storeSchemes+" (default: pebble in DATA/"+storeDir+"; overrides the file's [store] url)")
 	f.BoolVar(&allowNonDurable, "allow-non-durable", false, "start a shared store even when its engine may lose acknowledged writes (logs what can be lost)")
 	f.BoolVar(&newFence, "new-fence", false, "first start of a data directory without a fence on a store that already holds records: the fence begins now (refused once DATA/fence exists)")
+	f.StringVar(&tlsCert, "tls-cert", "", "PEM `file` of the server's certificate (chain): serve HTTPS (overrides the file's tls_cert)")
+	f.StringVar(&tlsKey, "tls-key", "", "PEM `file` of the certificate's private key (overrides the file's tls_key)")
+	f.StringVar(&tlsClientCA, "tls-client-ca", "", "PEM `file` of the CAs that sign client certificates: every client must present one (overrides the file's tls_client_ca)")
+	f.BoolVar(&allowPlaintext, "allow-plaintext", false, "listen on a non-loopback address without TLS (behind a TLS-terminating proxy; overrides the file's allow_plaintext)")
 	return c
 }
 
@@ -115,8 +141,30 @@ func newLogger(w io.Writer, cfg serveConfig) *slog.Logger {
 // the listener closes, in-flight requests finish (within the shutdown
 // timeout), and the node closes (package node: the sweeper and the fence
 // stop, a last canary is written, the store closes last).
+//
+// The certificates are loaded and the listener opened before the node, so
+// that a bad certificate or a port in use is found before anything is
+// written to the data directory.
 func (m *Main) serve(ctx context.Context, cfg serveConfig, newFence bool) error {
 	log := newLogger(m.Stderr, cfg)
+	var certs *certReloader
+	if cfg.TLSCert != "" {
+		var err error
+		if certs, err = newCertReloader(cfg, log); err != nil {
+			return &usageError{err}
+		}
+		defer certs.watch()()
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w (is another server on that port? choose another with --listen)", cfg.Listen, err)
+	}
+	serving := false
+	defer func() {
+		if !serving {
+			ln.Close()
+		}
+	}()
 	reg := prometheus.NewRegistry()
 	n, err := node.Open(ctx, m.nodeConfig(cfg, newFence, reg, log))
 	if errors.Is(err, node.ErrNewFence) {
@@ -133,25 +181,36 @@ func (m *Main) serve(ctx context.Context, cfg serveConfig, newFence bool) error 
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return err
-	}
 	srv := newHTTPServer(handler, log)
 	addr := ln.Addr().String()
-	fmt.Fprintf(m.Stdout, "spent listening on http://%s\n", addr)
+	scheme := "http"
+	if certs != nil {
+		scheme = "https"
+		srv.TLSConfig = certs.serverConfig()
+	}
+	fmt.Fprintf(m.Stdout, "spent listening on %s://%s\n", scheme, addr)
 	st := n.Store()
-	log.Info("spent serving", "addr", addr, "data", cfg.Data, "store", st.Kind, "at", st.Where, "node", cfg.Ledger.Node,
+	log.Info("spent serving", "addr", addr, "tls", certs != nil, "client_ca", cfg.TLSClientCA != "", "data", cfg.Data, "store", st.Kind, "at", st.Where, "node", cfg.Ledger.Node,
 		"namespaces", strings.Join(n.Ledger().Namespaces(), ","), "tokens", len(cfg.Tokens))
 	if len(cfg.Tokens) == 0 {
 		log.Warn("auth is off: no tokens are configured, so the server is loopback-only", "addr", addr)
+	}
+	if loopback, _ := isLoopback(cfg.Listen); !loopback && certs == nil {
+		log.Warn("allow_plaintext: listening on a non-loopback address without TLS, so bearer tokens and results cross the network in the clear", "addr", addr)
 	}
 
 	bg, stopBG := context.WithCancel(context.Background())
 	defer stopBG()
 	tokens.run(bg)
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
+	serving = true
+	go func() {
+		if certs != nil {
+			serveErr <- srv.ServeTLS(ln, "", "")
+			return
+		}
+		serveErr <- srv.Serve(ln)
+	}()
 	runErr := shutdown(ctx, cfg, n, srv, serveErr, log)
 	stopBG()
 	if err := n.Close(); err != nil {
