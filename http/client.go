@@ -4,13 +4,11 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +17,7 @@ import (
 	"github.com/spentledger/spent"
 	"github.com/spentledger/spent/internal/problem"
 	"github.com/spentledger/spent/internal/strictjson"
+	"github.com/spentledger/spent/internal/tlsfiles"
 )
 
 // ClientConfig configures a Client.
@@ -88,31 +87,15 @@ func NewClient(baseURL string, cfg ClientConfig) *Client {
 }
 
 // TLSClientConfig returns the TLS configuration of a client of an https://
-// server: it trusts the CA certificates in the PEM file caFile (empty: the
-// system's roots) and presents the certificate and private key in the PEM
-// files certFile and keyFile (both empty: no client certificate), as a
-// server with a client CA wants. TLS 1.2 is the oldest version it speaks.
+// server, for ClientConfig.TLS: it trusts the CA certificates in the PEM
+// file caFile (empty: the system's roots) and presents the certificate and
+// private key in the PEM files certFile and keyFile (both empty: no client
+// certificate), as a server with a client CA wants. TLS 1.2 is the oldest
+// version it speaks.
 func TLSClientConfig(caFile, certFile, keyFile string) (*tls.Config, error) {
-	tc := &tls.Config{MinVersion: tls.VersionTLS12}
-	if caFile != "" {
-		b, err := os.ReadFile(caFile)
-		if err != nil {
-			return nil, fmt.Errorf("http: CA certificates: %w", err)
-		}
-		tc.RootCAs = x509.NewCertPool()
-		if !tc.RootCAs.AppendCertsFromPEM(b) {
-			return nil, fmt.Errorf("http: CA certificates: no PEM certificate in %s", caFile)
-		}
-	}
-	if (certFile == "") != (keyFile == "") {
-		return nil, errors.New("http: a client certificate needs its certificate file and its key file: give both")
-	}
-	if certFile != "" {
-		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
-		if err != nil {
-			return nil, fmt.Errorf("http: client certificate: %w", err)
-		}
-		tc.Certificates = []tls.Certificate{cert}
+	tc, err := tlsfiles.ClientConfig(caFile, certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("http: %w", err)
 	}
 	return tc, nil
 }

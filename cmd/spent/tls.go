@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/spentledger/spent"
 	sphttp "github.com/spentledger/spent/http"
+	"github.com/spentledger/spent/internal/tlsfiles"
 	"github.com/spentledger/spent/privacypass"
 )
 
@@ -96,13 +96,9 @@ func (r *certReloader) load() (*tls.Config, error) {
 		NextProtos:   []string{"h2", "http/1.1"},
 	}
 	if r.clientCAFile != "" {
-		b, err := os.ReadFile(r.clientCAFile)
+		pool, err := tlsfiles.CertPool(r.clientCAFile)
 		if err != nil {
 			return nil, fmt.Errorf("tls_client_ca: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(b) {
-			return nil, fmt.Errorf("tls_client_ca %s: no PEM certificate in it", r.clientCAFile)
 		}
 		tc.ClientCAs = pool
 		// Required, not only verified when given: with a client CA, a
