@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -156,8 +157,11 @@ func (m *Main) serve(ctx context.Context, cfg serveConfig, newFence bool) error 
 		defer certs.watch()()
 	}
 	ln, err := net.Listen("tcp", cfg.Listen)
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("listen %s: %w: another process listens on that port; choose another with --listen (or stop it)", cfg.Listen, err)
+	}
 	if err != nil {
-		return fmt.Errorf("listen %s: %w (is another server on that port? choose another with --listen)", cfg.Listen, err)
+		return fmt.Errorf("listen %s: %w: check the address given to --listen (or the file's listen)", cfg.Listen, err)
 	}
 	serving := false
 	defer func() {
