@@ -2,17 +2,16 @@ package etcd
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spentledger/spent/internal/dsn"
+	"github.com/spentledger/spent/internal/tlsfiles"
 )
 
 // Options configures a Store. Start from [DefaultOptions] and set Endpoints,
@@ -250,27 +249,10 @@ func parseDurationOrZero(v string) (time.Duration, error) {
 
 // config builds the client's TLS configuration from the PEM files.
 func (t tlsFiles) config() (*tls.Config, error) {
-	caFile, certFile, keyFile := t.ca, t.cert, t.key
-	c := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.serverName}
-	if caFile != "" {
-		pem, err := os.ReadFile(caFile)
-		if err != nil {
-			return nil, fmt.Errorf("etcd: dsn: ca: %w", err)
-		}
-		c.RootCAs = x509.NewCertPool()
-		if !c.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("etcd: dsn: ca: no certificate in %s", caFile)
-		}
+	c, err := tlsfiles.ClientConfig(t.ca, t.cert, t.key)
+	if err != nil {
+		return nil, fmt.Errorf("etcd: dsn: %w", err)
 	}
-	if (certFile == "") != (keyFile == "") {
-		return nil, errors.New("etcd: dsn: give both cert and key, or neither")
-	}
-	if certFile != "" {
-		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
-		if err != nil {
-			return nil, fmt.Errorf("etcd: dsn: client certificate: %w", err)
-		}
-		c.Certificates = []tls.Certificate{cert}
-	}
+	c.ServerName = t.serverName
 	return c, nil
 }

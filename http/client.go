@@ -3,7 +3,9 @@ package http
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -17,6 +19,7 @@ import (
 	"github.com/spentledger/spent"
 	"github.com/spentledger/spent/internal/problem"
 	"github.com/spentledger/spent/internal/strictjson"
+	"github.com/spentledger/spent/internal/tlsfiles"
 )
 
 // ClientConfig configures a Client.
@@ -28,6 +31,10 @@ type ClientConfig struct {
 	// default keeps 2, which under concurrency opens and closes a connection
 	// per request).
 	HTTPClient *http.Client
+	// TLS, when set and HTTPClient is nil, configures the connections to an
+	// https:// server (see TLSClientConfig): the client then has a transport
+	// of its own, with the shared client's settings.
+	TLS *tls.Config
 }
 
 // Client is the Go client of the HTTP API. It implements spent.Service, so
@@ -68,6 +75,11 @@ func newTransport() *http.Transport {
 // with or without a path prefix).
 func NewClient(baseURL string, cfg ClientConfig) *Client {
 	c := &Client{hc: cfg.HTTPClient}
+	if c.hc == nil && cfg.TLS != nil {
+		t := newTransport()
+		t.TLSClientConfig = cfg.TLS
+		c.hc = &http.Client{Transport: t}
+	}
 	if c.hc == nil {
 		c.hc = defaultHTTPClient
 	}
@@ -80,6 +92,20 @@ func NewClient(baseURL string, cfg ClientConfig) *Client {
 	}
 	c.bufs.New = func() any { return &answerBuf{b: make([]byte, 0, 1024)} }
 	return c
+}
+
+// TLSClientConfig returns the TLS configuration of a client of an https://
+// server, for ClientConfig.TLS: it trusts the CA certificates in the PEM
+// file caFile (empty: the system's roots) and presents the certificate and
+// private key in the PEM files certFile and keyFile (both empty: no client
+// certificate), as a server with a client CA wants. TLS 1.2 is the oldest
+// version it speaks.
+func TLSClientConfig(caFile, certFile, keyFile string) (*tls.Config, error) {
+	tc, err := tlsfiles.ClientConfig(caFile, certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("http: %w", err)
+	}
+	return tc, nil
 }
 
 // unavailable wraps a failure to get an answer.

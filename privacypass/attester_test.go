@@ -2,63 +2,17 @@ package privacypass_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/spentledger/spent/internal/tlstest"
 	"github.com/spentledger/spent/privacypass"
 )
-
-// testCA issues client certificates for the mTLS attester test.
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pool *x509.CertPool
-}
-
-func newTestCA(t *testing.T) *testCA {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "attester CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return &testCA{cert: cert, key: key, pool: pool}
-}
-
-func (ca *testCA) client(t *testing.T, cn string, serial int64) tls.Certificate {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
-}
 
 // TestMTLSAttester identifies clients by their verified certificate's
 // subject: no certificate is 401, each subject has its own quota.
@@ -68,11 +22,11 @@ func TestMTLSAttester(t *testing.T) {
 		c.AttesterTokens = nil
 		c.QuotaPerEpoch = 1
 	})
-	ca := newTestCA(t)
+	ca := tlstest.NewCA(t, "attester CA")
 	mux := http.NewServeMux()
 	e.srv.Register(mux)
 	hs := httptest.NewUnstartedServer(mux)
-	hs.TLS = &tls.Config{ClientAuth: tls.VerifyClientCertIfGiven, ClientCAs: ca.pool}
+	hs.TLS = &tls.Config{ClientAuth: tls.VerifyClientCertIfGiven, ClientCAs: ca.Pool()}
 	hs.StartTLS()
 	defer hs.Close()
 	roots := x509.NewCertPool()
@@ -87,7 +41,7 @@ func TestMTLSAttester(t *testing.T) {
 	if _, err := clientFor().Issue(ctx, hs.URL, &c); !asProblem(err, &p) || p.Status != 401 || p.Code != privacypass.CodeUnauthorized {
 		t.Fatalf("no certificate: got %v, want 401 unauthorized", err)
 	}
-	alice, bob := clientFor(ca.client(t, "alice", 2)), clientFor(ca.client(t, "bob", 3))
+	alice, bob := clientFor(ca.Client(t, "alice").TLS), clientFor(ca.Client(t, "bob").TLS)
 	for _, cl := range []*privacypass.Client{alice, bob} {
 		if _, err := cl.Issue(ctx, hs.URL, &c); err != nil {
 			t.Fatal(err)

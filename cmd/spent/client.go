@@ -26,15 +26,18 @@ type clientFlags struct {
 	namespace string
 	json      bool
 	timeout   time.Duration
+	tls       clientTLS
 }
 
-// addClientFlags adds --addr, --token, --namespace, --json and --timeout.
+// addClientFlags adds --addr, --token, --namespace, --json and --timeout,
+// and --cacert, --cert and --key for an https:// server.
 func addClientFlags(f *pflag.FlagSet, cf *clientFlags, namespaceDefault, namespaceHelp string) {
 	f.StringVar(&cf.addr, "addr", "", "server `URL` (default $SPENT_ADDR, else "+defaultAddr+")")
 	f.StringVar(&cf.token, "token", "", "bearer `token` (default $SPENT_TOKEN)")
 	f.StringVarP(&cf.namespace, "namespace", "n", namespaceDefault, namespaceHelp)
 	f.BoolVar(&cf.json, "json", false, "print JSON, one object per line, instead of text")
 	f.DurationVar(&cf.timeout, "timeout", 30*time.Second, "give up on the server after this `duration`")
+	addClientTLSFlags(f, &cf.tls)
 }
 
 // serverURL returns the server cf names: --addr, else $SPENT_ADDR, else
@@ -53,8 +56,9 @@ func (m *Main) serverURL(cf *clientFlags) string {
 	return addr
 }
 
-// service returns the HTTP client for cf, with SPENT_ADDR and SPENT_TOKEN as
-// defaults.
+// service returns the HTTP client for cf, with SPENT_ADDR, SPENT_TOKEN,
+// SPENT_CACERT, SPENT_CERT and SPENT_KEY as defaults. TLS files that do not
+// load make every call fail with a usage error that says why.
 func (m *Main) service(cf *clientFlags) spent.Service {
 	addr := m.serverURL(cf)
 	token := cf.token
@@ -63,7 +67,11 @@ func (m *Main) service(cf *clientFlags) spent.Service {
 	}
 	// The commands bound each call with --timeout through its context, so
 	// the http package's shared, pooled HTTP client serves them all.
-	return sphttp.NewClient(addr, sphttp.ClientConfig{Token: token})
+	tc, err := cf.tls.config(m.getenv)
+	if err != nil {
+		return brokenService{err}
+	}
+	return sphttp.NewClient(addr, sphttp.ClientConfig{Token: token, TLS: tc})
 }
 
 // resultFlags reads a result from --result or --result-file.

@@ -76,6 +76,13 @@ type serveConfig struct {
 	// AllowNonDurable lets a shared store start on an engine configured to
 	// lose acknowledged writes (it then logs what can be lost).
 	AllowNonDurable bool
+	// TLSCert and TLSKey are the PEM files of the server's certificate and
+	// key; empty serves plain HTTP. TLSClientCA, when set, is the PEM file
+	// of the CAs whose client certificates are required and verified.
+	TLSCert, TLSKey, TLSClientCA string
+	// AllowPlaintext lets the server listen on a non-loopback address
+	// without TLS (it then logs a warning).
+	AllowPlaintext bool
 }
 
 // defaultServeConfig is the configuration without a file: one namespace,
@@ -131,6 +138,10 @@ type fileConfig struct {
 	FenceInterval   duration  `toml:"fence_interval"`
 	LogLevel        string    `toml:"log_level"`
 	LogFormat       string    `toml:"log_format"`
+	TLSCert         string    `toml:"tls_cert"`
+	TLSKey          string    `toml:"tls_key"`
+	TLSClientCA     string    `toml:"tls_client_ca"`
+	AllowPlaintext  bool      `toml:"allow_plaintext"`
 	Store           fileStore `toml:"store"`
 	// Namespaces are left undecoded by the first pass: a map's entries start
 	// from zero, so decodePolicies decodes each over spent.DefaultPolicy.
@@ -194,6 +205,7 @@ func newFileConfig(cfg serveConfig) fileConfig {
 		SweepInterval: duration(cfg.SweepInterval), SweepBatch: int64(cfg.SweepBatch),
 		ShutdownTimeout: duration(cfg.ShutdownTimeout), FenceInterval: duration(cfg.FenceInterval),
 		LogLevel: cfg.LogLevel.String(), LogFormat: cfg.LogFormat,
+		TLSCert: cfg.TLSCert, TLSKey: cfg.TLSKey, TLSClientCA: cfg.TLSClientCA, AllowPlaintext: cfg.AllowPlaintext,
 		Store: fileStore{
 			URL: cfg.StoreURL, AllowNonDurable: cfg.AllowNonDurable,
 			ExpectedRecords: int64(cfg.Store.ExpectedRecords), CacheSize: cfg.Store.CacheSize,
@@ -318,6 +330,8 @@ func (f *fileConfig) applyServer(cfg *serveConfig) error {
 	cfg.ShutdownTimeout = time.Duration(f.ShutdownTimeout)
 	cfg.FenceInterval = time.Duration(f.FenceInterval)
 	cfg.LogLevel, cfg.LogFormat = level, f.LogFormat
+	cfg.TLSCert, cfg.TLSKey, cfg.TLSClientCA = f.TLSCert, f.TLSKey, f.TLSClientCA
+	cfg.AllowPlaintext = f.AllowPlaintext
 	return nil
 }
 
@@ -490,22 +504,21 @@ func (cfg *serveConfig) maxBody() int64 {
 	return sphttp.DefaultMaxBody
 }
 
-// checkListen refuses a non-loopback address while no tokens are configured:
-// without auth, anyone who can reach the port could claim and resolve keys.
+// checkListen refuses a non-loopback address while no tokens are configured
+// (without auth, anyone who can reach the port could claim and resolve
+// keys), and one without TLS unless allow_plaintext says so (bearer tokens
+// and results would cross the network in the clear).
 func (cfg *serveConfig) checkListen() error {
-	if len(cfg.Tokens) > 0 {
-		return nil
-	}
-	host, _, err := net.SplitHostPort(cfg.Listen)
-	if err != nil {
+	loopback, err := isLoopback(cfg.Listen)
+	switch {
+	case err != nil:
 		return fmt.Errorf("listen %q: %w", cfg.Listen, err)
-	}
-	if host == "localhost" {
+	case loopback:
 		return nil
-	}
-	ip := net.ParseIP(host)
-	if ip == nil || !ip.IsLoopback() {
+	case len(cfg.Tokens) == 0:
 		return fmt.Errorf("listen %q: no tokens are configured, so auth is off and spent only listens on a loopback address (127.0.0.1, [::1], localhost); add [[tokens]] to the config file to listen elsewhere", cfg.Listen)
+	case cfg.TLSCert == "" && !cfg.AllowPlaintext:
+		return fmt.Errorf("listen %q: not a loopback address and TLS is off, so bearer tokens and results would cross the network in the clear; set tls_cert and tls_key (--tls-cert, --tls-key; see docs/operations.md), or allow_plaintext = true (--allow-plaintext) where a TLS-terminating proxy or a private network carries the traffic", cfg.Listen)
 	}
 	return nil
 }

@@ -135,12 +135,16 @@ func TestConfigurationDocExample(t *testing.T) {
 		"SPENT_TOKEN_GATES": "gates-token-0123456789",
 		"SPENT_TOKEN_OPS":   "ops-token-0123456789",
 	}
+	// The example's certificate and key, made for the test where it names
+	// them.
+	f := newTLSFiles(t)
+	example = strings.NewReplacer("/etc/spent/tls/server.crt", f.serverCert, "/etc/spent/tls/server.key", f.serverKey).Replace(example)
 	s := MustServe(t, t.TempDir(), e, nil, "--config", WriteConfig(t, example))
-	out := MustRun(t, nil, "claim", "--addr", s.Addr, "--token", "gates-token-0123456789", "-n", "tickets", "t-1", "--result", "")
+	out := MustRun(t, nil, "claim", "--addr", s.Addr, "--cacert", f.caFile, "--token", "gates-token-0123456789", "-n", "tickets", "t-1", "--result", "")
 	contains(t, "claim with the example's gate token", out, "t-1: fresh")
-	r := Run(t, nil, "claim", "--addr", s.Addr, "--token", "gates-token-0123456789", "-n", "payments", "p-1")
+	r := Run(t, nil, "claim", "--addr", s.Addr, "--cacert", f.caFile, "--token", "gates-token-0123456789", "-n", "payments", "p-1")
 	if r.Code != 12 {
 		t.Fatalf("gate token in payments: exit %d, want 12 (forbidden); stderr %q", r.Code, r.Stderr)
 	}
-	MustRun(t, nil, "unknown", "list", "--addr", s.Addr, "--token", "ops-token-0123456789")
+	MustRun(t, nil, "unknown", "list", "--addr", s.Addr, "--cacert", f.caFile, "--token", "ops-token-0123456789")
 }

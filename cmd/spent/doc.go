@@ -27,7 +27,10 @@
 //     fence (DIR/fence) names the newest canary record the server wrote to
 //     the store; --new-fence is for the deliberate first start of a data
 //     directory on a store that already holds records (a new server joining
-//     a shared store, or a fence known to be lost).
+//     a shared store, or a fence known to be lost). --tls-cert and
+//     --tls-key serve HTTPS, reloaded on SIGHUP and when the files change;
+//     --tls-client-ca requires a client certificate of every client;
+//     --allow-plaintext permits a non-loopback address without TLS.
 //   - epoch retire --yes [--accept-damage] [--config FILE] [--data DIR]
 //     [--store DSN]: with the server stopped, rotate the issuing keys, empty
 //     the token namespaces and start a new fence generation, accepting the
@@ -50,7 +53,9 @@
 // The client commands take --addr (default $SPENT_ADDR, else
 // http://127.0.0.1:7070), --token (default $SPENT_TOKEN), --namespace (-n,
 // default "default"), --timeout and --json (one JSON object per line, with
-// the members of the HTTP API's answers plus "key").
+// the members of the HTTP API's answers plus "key"). For an https:// server
+// they, spent token and spent wallet take --cacert, --cert and --key
+// (default $SPENT_CACERT, $SPENT_CERT, $SPENT_KEY).
 //
 // # Exit status
 //
@@ -85,7 +90,9 @@
 //     holds; one process at a time uses a data directory (DIR/lock, an
 //     flock; the refusal names the holder's pid).
 //   - serve refuses a non-loopback listen address while no tokens are
-//     configured.
+//     configured, and one without TLS unless --allow-plaintext. It loads
+//     its certificates and opens its port before it writes the data
+//     directory.
 //   - On SIGINT or SIGTERM, in-flight requests finish (within
 //     shutdown_timeout) before the store closes.
 //

@@ -12,10 +12,12 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/spentledger/spent"
 	"github.com/spentledger/spent/ecash"
@@ -34,8 +36,7 @@ const (
 )
 
 func (m *Main) serveCommand() *cobra.Command {
-	var configPath, listen, data, storeURL string
-	var allowNonDurable, newFence bool
+	var sf serveFlags
 	c := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the server",
@@ -54,52 +55,93 @@ The rollback fence (DATA/fence) names the newest canary record the server
 wrote to the store; a store without it is refused as rolled back. A data
 directory without a fence beside a store that already holds records is
 refused too, unless this is its deliberate first start: --new-fence (a new
-server joining a shared store, or a fence known to be lost).`,
+server joining a shared store, or a fence known to be lost).
+
+--tls-cert and --tls-key serve HTTPS (TLS 1.2 or later); the files are
+reloaded on SIGHUP and when they change, without dropping a connection.
+--tls-client-ca then requires of every client a certificate signed by one
+of its CAs. A non-loopback address without TLS is refused unless
+--allow-plaintext (see docs/operations.md, "TLS and mTLS").`,
 		Example: `  spent serve
-  spent serve --config spent.toml --listen 0.0.0.0:7070 --data /var/lib/spent
+  spent serve --config spent.toml --listen 0.0.0.0:7070 --data /var/lib/spent --tls-cert server.crt --tls-key server.key
   spent serve --store postgres://spent@db.internal/spent`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(c *cobra.Command, _ []string) error {
-			cfg := defaultServeConfig()
-			if configPath != "" {
-				var err error
-				if cfg, err = loadConfig(configPath, m.getenv); err != nil {
-					return &usageError{err}
-				}
+			cfg, err := sf.config(c, m.getenv)
+			if err != nil {
+				return err
 			}
-			if c.Flags().Changed("listen") {
-				cfg.Listen = listen
-			}
-			if c.Flags().Changed("data") {
-				cfg.Data = data
-			}
-			if c.Flags().Changed("store") {
-				if _, err := storeKind(storeURL); err != nil {
-					return &usageError{err}
-				}
-				cfg.StoreURL = storeURL
-			}
-			if c.Flags().Changed("allow-non-durable") {
-				cfg.AllowNonDurable = allowNonDurable
-			}
-			if err := cfg.validate(); err != nil {
-				return &usageError{err}
-			}
-			if err := cfg.checkListen(); err != nil {
-				return &usageError{err}
-			}
-			m.run = func(ctx context.Context) error { return m.serve(ctx, cfg, newFence) }
+			m.run = func(ctx context.Context) error { return m.serve(ctx, cfg, sf.newFence) }
 			return nil
 		},
 	}
-	f := c.Flags()
-	f.StringVarP(&configPath, "config", "c", "", "TOML configuration `file` (see docs/configuration.md)")
-	f.StringVar(&listen, "listen", defaultListen, "TCP `address` to listen on (overrides the file's listen)")
-	f.StringVar(&data, "data", defaultData, "data `directory`: secret and embedded store (overrides the file's data)")
-	f.StringVar(&storeURL, "store", "", "store `DSN`: "+storeSchemes+" (default: pebble in DATA/"+storeDir+"; overrides the file's [store] url)")
-	f.BoolVar(&allowNonDurable, "allow-non-durable", false, "start a shared store even when its engine may lose acknowledged writes (logs what can be lost)")
-	f.BoolVar(&newFence, "new-fence", false, "first start of a data directory without a fence on a store that already holds records: the fence begins now (refused once DATA/fence exists)")
+	sf.add(c.Flags())
 	return c
+}
+
+// serveFlags are the flags of the serve command.
+type serveFlags struct {
+	configPath, listen, data, storeURL string
+	tlsCert, tlsKey, tlsClientCA       string
+	allowNonDurable, newFence          bool
+	allowPlaintext                     bool
+}
+
+// add defines the flags on f.
+func (sf *serveFlags) add(f *pflag.FlagSet) {
+	f.StringVarP(&sf.configPath, "config", "c", "", "TOML configuration `file` (see docs/configuration.md)")
+	f.StringVar(&sf.listen, "listen", defaultListen, "TCP `address` to listen on (overrides the file's listen)")
+	f.StringVar(&sf.data, "data", defaultData, "data `directory`: secret and embedded store (overrides the file's data)")
+	f.StringVar(&sf.storeURL, "store", "", "store `DSN`: "+storeSchemes+" (default: pebble in DATA/"+storeDir+"; overrides the file's [store] url)")
+	f.BoolVar(&sf.allowNonDurable, "allow-non-durable", false, "start a shared store even when its engine may lose acknowledged writes (logs what can be lost)")
+	f.BoolVar(&sf.newFence, "new-fence", false, "first start of a data directory without a fence on a store that already holds records: the fence begins now (refused once DATA/fence exists)")
+	f.StringVar(&sf.tlsCert, "tls-cert", "", "PEM `file` of the server's certificate (chain): serve HTTPS (overrides the file's tls_cert)")
+	f.StringVar(&sf.tlsKey, "tls-key", "", "PEM `file` of the certificate's private key (overrides the file's tls_key)")
+	f.StringVar(&sf.tlsClientCA, "tls-client-ca", "", "PEM `file` of the CAs that sign client certificates: every client must present one (overrides the file's tls_client_ca)")
+	f.BoolVar(&sf.allowPlaintext, "allow-plaintext", false, "listen on a non-loopback address without TLS (behind a TLS-terminating proxy; overrides the file's allow_plaintext)")
+}
+
+// config returns the configuration the command line asks for: the file's
+// values (or the defaults) with the flags that were set over them, checked.
+func (sf *serveFlags) config(c *cobra.Command, getenv func(string) string) (serveConfig, error) {
+	cfg := defaultServeConfig()
+	if sf.configPath != "" {
+		var err error
+		if cfg, err = loadConfig(sf.configPath, getenv); err != nil {
+			return cfg, &usageError{err}
+		}
+	}
+	set := c.Flags().Changed
+	if set("store") {
+		if _, err := storeKind(sf.storeURL); err != nil {
+			return cfg, &usageError{err}
+		}
+		cfg.StoreURL = sf.storeURL
+	}
+	for _, o := range []struct {
+		flag     string
+		dst, src *string
+	}{
+		{"listen", &cfg.Listen, &sf.listen}, {"data", &cfg.Data, &sf.data},
+		{"tls-cert", &cfg.TLSCert, &sf.tlsCert}, {"tls-key", &cfg.TLSKey, &sf.tlsKey},
+		{"tls-client-ca", &cfg.TLSClientCA, &sf.tlsClientCA},
+	} {
+		if set(o.flag) {
+			*o.dst = *o.src
+		}
+	}
+	if set("allow-non-durable") {
+		cfg.AllowNonDurable = sf.allowNonDurable
+	}
+	if set("allow-plaintext") {
+		cfg.AllowPlaintext = sf.allowPlaintext
+	}
+	for _, check := range []func() error{cfg.validate, cfg.checkTLS, cfg.checkListen} {
+		if err := check(); err != nil {
+			return cfg, &usageError{err}
+		}
+	}
+	return cfg, nil
 }
 
 // newLogger returns the server's logger on w.
@@ -115,8 +157,30 @@ func newLogger(w io.Writer, cfg serveConfig) *slog.Logger {
 // the listener closes, in-flight requests finish (within the shutdown
 // timeout), and the node closes (package node: the sweeper and the fence
 // stop, a last canary is written, the store closes last).
+//
+// The certificates are loaded and the listener opened before the node, so
+// that a bad certificate or a port in use is found before anything is
+// written to the data directory.
 func (m *Main) serve(ctx context.Context, cfg serveConfig, newFence bool) error {
 	log := newLogger(m.Stderr, cfg)
+	var certs *certReloader
+	if cfg.TLSCert != "" {
+		var err error
+		if certs, err = newCertReloader(cfg, log); err != nil {
+			return &usageError{err}
+		}
+		defer certs.watch()()
+	}
+	ln, err := listen(cfg.Listen)
+	if err != nil {
+		return err
+	}
+	serving := false
+	defer func() {
+		if !serving {
+			ln.Close()
+		}
+	}()
 	reg := prometheus.NewRegistry()
 	tr, err := m.startTracing(ctx, log)
 	if err != nil {
@@ -140,25 +204,36 @@ func (m *Main) serve(ctx context.Context, cfg serveConfig, newFence bool) error 
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return err
-	}
 	srv := newHTTPServer(tr.handler(handler, cfg), log)
 	addr := ln.Addr().String()
-	fmt.Fprintf(m.Stdout, "spent listening on http://%s\n", addr)
+	scheme := "http"
+	if certs != nil {
+		scheme = "https"
+		srv.TLSConfig = certs.serverConfig()
+	}
+	fmt.Fprintf(m.Stdout, "spent listening on %s://%s\n", scheme, addr)
 	st := n.Store()
-	log.Info("spent serving", "addr", addr, "data", cfg.Data, "store", st.Kind, "at", st.Where, "node", cfg.Ledger.Node,
+	log.Info("spent serving", "addr", addr, "tls", certs != nil, "client_ca", cfg.TLSClientCA != "", "data", cfg.Data, "store", st.Kind, "at", st.Where, "node", cfg.Ledger.Node,
 		"namespaces", strings.Join(n.Ledger().Namespaces(), ","), "tokens", len(cfg.Tokens))
 	if len(cfg.Tokens) == 0 {
 		log.Warn("auth is off: no tokens are configured, so the server is loopback-only", "addr", addr)
+	}
+	if loopback, _ := isLoopback(cfg.Listen); !loopback && certs == nil {
+		log.Warn("allow_plaintext: listening on a non-loopback address without TLS, so bearer tokens and results cross the network in the clear", "addr", addr)
 	}
 
 	bg, stopBG := context.WithCancel(context.Background())
 	defer stopBG()
 	tokens.run(bg)
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
+	serving = true
+	go func() {
+		if certs != nil {
+			serveErr <- srv.ServeTLS(ln, "", "")
+			return
+		}
+		serveErr <- srv.Serve(ln)
+	}()
 	runErr := shutdown(ctx, cfg, n, srv, serveErr, log)
 	stopBG()
 	if err := n.Close(); err != nil {
@@ -166,6 +241,19 @@ func (m *Main) serve(ctx context.Context, cfg serveConfig, newFence bool) error 
 	}
 	log.Info("stopped")
 	return runErr
+}
+
+// listen opens the server's listener on addr, with an error that says what
+// to do when it cannot.
+func listen(addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return nil, fmt.Errorf("listen %s: %w: another process listens on that port; choose another with --listen (or stop it)", addr, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listen %s: %w: check the address given to --listen (or the file's listen)", addr, err)
+	}
+	return ln, nil
 }
 
 // nodeConfig returns the configuration of the node serve runs: cfg's

@@ -31,6 +31,7 @@ type tokenFlags struct {
 	epoch    time.Duration
 	timeout  time.Duration
 	json     bool
+	tls      clientTLS
 }
 
 func addTokenFlags(f *pflag.FlagSet, tf *tokenFlags, issuer, origin bool) {
@@ -45,6 +46,7 @@ func addTokenFlags(f *pflag.FlagSet, tf *tokenFlags, issuer, origin bool) {
 	}
 	f.BoolVar(&tf.json, "json", false, "print JSON instead of text")
 	f.DurationVar(&tf.timeout, "timeout", 30*time.Second, "give up after this `duration`")
+	addClientTLSFlags(f, &tf.tls)
 }
 
 // originMethod is the method the commands use for the origin URL.
@@ -58,12 +60,16 @@ func (tf *tokenFlags) originMethod() string {
 	return http.MethodGet
 }
 
-func (tf *tokenFlags) client() *privacypass.Client {
+func (tf *tokenFlags) client() (*privacypass.Client, error) {
 	token := tf.attester
 	if token == "" {
 		token = os.Getenv("SPENT_ATTESTER_TOKEN")
 	}
-	return &privacypass.Client{HTTPClient: &http.Client{Timeout: tf.timeout}, AttesterToken: token, Epoch: tf.epoch}
+	hc, err := tf.tls.httpClient(os.Getenv, tf.timeout)
+	if err != nil {
+		return nil, err
+	}
+	return &privacypass.Client{HTTPClient: hc, AttesterToken: token, Epoch: tf.epoch}, nil
 }
 
 func tokenRequireURL(name, v string) error {
@@ -142,7 +148,11 @@ func tokenDirectoryCmd() *cobra.Command {
 			}
 			ctx, cancel := context.WithTimeout(c.Context(), tf.timeout)
 			defer cancel()
-			d, err := tf.client().Directory(ctx, tf.issuer)
+			cl, err := tf.client()
+			if err != nil {
+				return err
+			}
+			d, err := cl.Directory(ctx, tf.issuer)
 			if err != nil {
 				return tokenError(err)
 			}
@@ -243,7 +253,10 @@ for as many fresh challenges.`,
 			if count < 1 {
 				return usagef("--count %d: at least 1", count)
 			}
-			cl := tf.client()
+			cl, err := tf.client()
+			if err != nil {
+				return err
+			}
 			for range count {
 				ctx, cancel := context.WithTimeout(c.Context(), tf.timeout)
 				ch, err := tokenChallengeFrom(ctx, cl.HTTPClient, tf.originMethod(), tf.origin, tf.typ)
@@ -388,7 +401,11 @@ key_expired, challenge_mismatch, ...) exits with the unauthorized status; a 503
 				return usagef("--origin: %w", err)
 			}
 			req.Header.Set("Authorization", privacypass.AuthorizationValue(toks[0]))
-			return tokenPresent(c.OutOrStdout(), &http.Client{Timeout: tf.timeout}, req, tf.json)
+			hc, err := tf.tls.httpClient(os.Getenv, tf.timeout)
+			if err != nil {
+				return err
+			}
+			return tokenPresent(c.OutOrStdout(), hc, req, tf.json)
 		},
 	}
 	addTokenFlags(c.Flags(), &tf, false, true)
@@ -414,7 +431,10 @@ func tokenGetCmd() *cobra.Command {
 			}
 			ctx, cancel := context.WithTimeout(c.Context(), tf.timeout)
 			defer cancel()
-			cl := tf.client()
+			cl, err := tf.client()
+			if err != nil {
+				return err
+			}
 			ch, err := tokenChallengeFrom(ctx, cl.HTTPClient, tf.originMethod(), tf.origin, tf.typ)
 			if err != nil {
 				return err

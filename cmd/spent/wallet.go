@@ -23,6 +23,7 @@ type walletFlags struct {
 	json    bool
 	timeout time.Duration
 	minAge  time.Duration
+	tls     clientTLS
 }
 
 func addWalletFlags(f *pflag.FlagSet, wf *walletFlags) {
@@ -34,11 +35,16 @@ func addWalletFlags(f *pflag.FlagSet, wf *walletFlags) {
 	f.BoolVar(&wf.json, "json", false, "print JSON instead of text")
 	f.DurationVar(&wf.timeout, "timeout", 2*time.Minute, "give up after this `duration` (solving a challenge included)")
 	f.DurationVar(&wf.minAge, "min-age", wallet.DefaultMinAge, "never spend a token younger than this `duration`")
+	addClientTLSFlags(f, &wf.tls)
 }
 
 func (wf *walletFlags) open() (*wallet.Wallet, error) {
 	o := wallet.DefaultOptions()
 	o.MinAge = wf.minAge
+	var err error
+	if o.HTTPClient, err = wf.tls.httpClient(os.Getenv, 0); err != nil {
+		return nil, err
+	}
 	return wallet.Open(wf.file, o)
 }
 
@@ -142,7 +148,11 @@ func walletInitCmd() *cobra.Command {
 			}
 			ctx, cancel := context.WithTimeout(c.Context(), wf.timeout)
 			defer cancel()
-			if _, err := (&ecash.Client{URL: issuer}).Keys(ctx); err != nil {
+			hc, err := wf.tls.httpClient(os.Getenv, 0)
+			if err != nil {
+				return err
+			}
+			if _, err := (&ecash.Client{URL: issuer, HTTPClient: hc}).Keys(ctx); err != nil {
 				return fmt.Errorf("spent wallet init: the issuer's key list: %w", err)
 			}
 			if err := wallet.Create(wf.file, issuer); err != nil {
