@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -473,8 +474,8 @@ func (cfg *serveConfig) validate() error {
 	if cfg.Listen == "" {
 		return errors.New("listen: empty address")
 	}
-	if _, _, err := net.SplitHostPort(cfg.Listen); err != nil {
-		return fmt.Errorf("listen = %q: %w", cfg.Listen, err)
+	if err := checkListenAddr(cfg.Listen); err != nil {
+		return err
 	}
 	if cfg.Data == "" {
 		return errors.New("data: empty directory")
@@ -496,10 +497,10 @@ func (cfg *serveConfig) checkListen() error {
 	if len(cfg.Tokens) > 0 {
 		return nil
 	}
-	host, _, err := net.SplitHostPort(cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("listen %q: %w", cfg.Listen, err)
+	if err := checkListenAddr(cfg.Listen); err != nil {
+		return err
 	}
+	host, _, _ := net.SplitHostPort(cfg.Listen)
 	if host == "localhost" {
 		return nil
 	}
@@ -508,6 +509,26 @@ func (cfg *serveConfig) checkListen() error {
 		return fmt.Errorf("listen %q: no tokens are configured, so auth is off and spent only listens on a loopback address (127.0.0.1, [::1], localhost); add [[tokens]] to the config file to listen elsewhere", cfg.Listen)
 	}
 	return nil
+}
+
+// checkListenAddr refuses a listen address that is not host:port with a
+// numeric port, with an example built from what was given: "7084" is a port
+// without its host, "example.org" a host without its port.
+func checkListenAddr(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err == nil {
+		if _, perr := strconv.ParseUint(port, 10, 16); perr == nil {
+			return nil
+		}
+	}
+	example := "127.0.0.1:7070"
+	switch {
+	case addr != "" && strings.Trim(addr, "0123456789") == "":
+		example = "127.0.0.1:" + addr
+	case addr != "" && !strings.Contains(addr, ":"):
+		example = addr + ":7070"
+	}
+	return fmt.Errorf("listen %q: want host:port with a numeric port, e.g. %s", addr, example)
 }
 
 func sortedKeys[V any](m map[string]V) []string {

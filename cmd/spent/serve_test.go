@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -171,6 +172,28 @@ func TestListen(t *testing.T) {
 			}
 		})
 	}
+	t.Run("NotHostPortSaysWhatToWrite", func(t *testing.T) {
+		for addr, example := range map[string]string{
+			"7084":        "127.0.0.1:7084",
+			"localhost":   "localhost:7070",
+			"[::1]:":      "127.0.0.1:7070",
+			"127.0.0.1:x": "127.0.0.1:7070",
+		} {
+			dir := t.TempDir()
+			r := Run(t, nil, "serve", "--listen", addr, "--data", dir)
+			want := "spent: listen " + strconv.Quote(addr) + ": want host:port with a numeric port, e.g. " + example + "\n"
+			if r.Code != spentcmd.ExitUsage || r.Stderr != want {
+				t.Errorf("serve --listen %s: exit %d, stderr %q; want exit %d and %q", addr, r.Code, r.Stderr, spentcmd.ExitUsage, want)
+			}
+		}
+	})
+	t.Run("NotHostPortWithTokens", func(t *testing.T) {
+		cfg := WriteConfig(t, "[[tokens]]\ntoken = \"0123456789abcdefXYZ\"\nscopes = [\"claim\"]\n")
+		r := Run(t, nil, "serve", "--config", cfg, "--listen", "7084", "--data", t.TempDir())
+		if r.Code != spentcmd.ExitUsage || !strings.Contains(r.Stderr, "e.g. 127.0.0.1:7084") {
+			t.Fatalf("serve --listen 7084 with tokens: exit %d, stderr %q; want a usage error with an example", r.Code, r.Stderr)
+		}
+	})
 	t.Run("LocalhostAllowed", func(t *testing.T) {
 		s := MustServe(t, t.TempDir(), nil, nil, "--listen", "localhost:0")
 		if code := s.Stop(); code != 0 {
