@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -317,6 +319,20 @@ func TestStoreFlag(t *testing.T) {
 		s = MustServe(t, dir, nil, nil, "--store", "pebble://"+storeDir)
 		if out := MustRun(t, nil, "claim", "--addr", s.Addr, "--json", "ticket-1", "--result", "ok"); !strings.Contains(out, `"outcome":"replayed"`) {
 			t.Fatalf("claim after restart on the same store: got %s, want replayed", out)
+		}
+	})
+
+	t.Run("UnreachableStoreLeavesNoSecret", func(t *testing.T) {
+		// Nothing listens on port 1: the first start of this data
+		// directory fails, and leaves no secret that a start on the right
+		// store would then have to use.
+		dir := filepath.Join(t.TempDir(), "data")
+		r := Run(t, nil, "serve", "--listen", "127.0.0.1:0", "--data", dir, "--store", "redis://127.0.0.1:1")
+		if r.Code == 0 {
+			t.Fatalf("serve on a store nobody serves: exit 0; stderr %q", r.Stderr)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "secret")); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("a refused first start left DATA/secret: %v; stderr %q", err, r.Stderr)
 		}
 	})
 
