@@ -122,6 +122,9 @@ type Ledger struct {
 	seqMu   sync.Mutex
 	seqNext uint64
 	seqEnd  uint64
+
+	// configured lists the namespaces for the unknown-namespace error.
+	configured string
 }
 
 var _ Service = (*Ledger)(nil)
@@ -133,6 +136,7 @@ func NewLedger(ctx context.Context, store Store, cfg Config) (*Ledger, error) {
 		return nil, err
 	}
 	l := &Ledger{store: store, cfg: cfg}
+	l.configured = namespaceList(l.Namespaces())
 	secret := append([]byte(nil), cfg.Secret...)
 	l.macs.New = func() any { return &keyMAC{m: hmac.New(sha256.New, secret)} }
 	if err := l.reserve(ctx); err != nil {
@@ -217,9 +221,33 @@ func (l *Ledger) nextSeq(ctx context.Context) (Seq, error) {
 func (l *Ledger) policy(ns string) (Policy, error) {
 	p, ok := l.cfg.Namespaces[ns]
 	if !ok {
-		return p, Errorf(EUnknownNamespace, "unknown namespace %s", QuoteInput(ns))
+		return p, Errorf(EUnknownNamespace, "unknown namespace %s (configured: %s)", QuoteInput(ns), l.configured)
 	}
 	return p, nil
+}
+
+// Bounds of the list of namespaces an unknown-namespace error gives.
+const (
+	maxListed    = 10
+	maxListedLen = 200
+)
+
+// namespaceList lists names (sorted) for an error message: at most
+// maxListed names and about maxListedLen bytes (a name is at most 64), then
+// how many more there are.
+func namespaceList(names []string) string {
+	var b strings.Builder
+	for i, name := range names {
+		if i == maxListed || b.Len()+len(name) > maxListedLen {
+			fmt.Fprintf(&b, ", and %d more", len(names)-i)
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(name)
+	}
+	return b.String()
 }
 
 func checkKey(key string) error {

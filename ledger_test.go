@@ -193,3 +193,25 @@ func TestReservedNamespacePrefix(t *testing.T) {
 		t.Fatalf("Validate with namespace spentmeta: %v", err)
 	}
 }
+
+// TestUnknownNamespaceListsConfigured checks that the unknown-namespace
+// error names the namespaces configured, sorted, and that a long list is cut.
+func TestUnknownNamespaceListsConfigured(t *testing.T) {
+	f := mustOpen(t)
+	_, err := f.ledger.Claim(context.Background(), spent.Claim{Namespace: "nowhere", Key: "k"})
+	wantCode(t, "Claim", err, spent.EUnknownNamespace)
+	if want := `unknown namespace "nowhere" (configured: ` + nsEcho + ", " + nsRefuse + ")"; !strings.HasSuffix(err.Error(), want) {
+		t.Fatalf("got %q, want it to end %q", err, want)
+	}
+
+	many := mustOpen(t, func(c *spent.Config) {
+		for i := range 30 {
+			c.Namespaces[fmt.Sprintf("ns-%02d", i)] = spent.DefaultPolicy()
+		}
+	})
+	_, err = many.ledger.Get(context.Background(), "nowhere", "k")
+	wantCode(t, "Get", err, spent.EUnknownNamespace)
+	if want := "(configured: " + nsEcho + ", ns-00, ns-01, ns-02, ns-03, ns-04, ns-05, ns-06, ns-07, ns-08, and 22 more)"; !strings.HasSuffix(err.Error(), want) {
+		t.Fatalf("30 namespaces more: got %q, want it to end %q", err, want)
+	}
+}

@@ -23,6 +23,8 @@ func FuzzClaimBody(f *testing.F) {
 		`{"namespace":"raw","key":"k\u00e9\ud83d\ude00\n","place":"p","result":"AAE=","fingerprint":"` + fp("x") + `"}`,
 		`{"namespace":"echo","key":"k","expires_at":"2030-01-01T00:00:00.5Z","result":null}`,
 		`{"namespace":"raw","key":"\/\"\\\b\f\r\t"} `,
+		`{"namespace":"raw","key":"t","result_text":"paid \u00e9"}`,
+		`{"namespace":"raw","key":"t","result":"","result_text":""}`,
 		`{"namespace":"echo","key":"k","key":"k"}`,
 		`{"namespace":"echo","key":"\ud800"}`,
 		`[1,2,3]`,

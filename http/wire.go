@@ -3,6 +3,7 @@ package http
 import (
 	"encoding/hex"
 	"errors"
+	"math/bits"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -62,9 +63,9 @@ func fields(d *strictjson.Decoder, idx int, names []string, m member) (uint64, e
 
 // Member names of the request objects, in bit order.
 var (
-	claimNames    = []string{"namespace", "key", "fingerprint", "place", "result", "expires_at"}
+	claimNames    = []string{"namespace", "key", "fingerprint", "place", "result", "expires_at", "result_text"}
 	claimsNames   = []string{"claims"}
-	completeNames = []string{"namespace", "key", "hash", "seq", "result", "force"}
+	completeNames = []string{"namespace", "key", "hash", "seq", "result", "force", "result_text"}
 	releaseNames  = []string{"namespace", "key", "hash", "seq", "force"}
 	getNames      = []string{"namespace", "key"}
 	unknownNames  = []string{"namespace", "limit"}
@@ -74,6 +75,33 @@ const (
 	fNamespace uint64 = 1 << iota
 	fKey
 )
+
+// resultText reads the value of a result_text member: a JSON string whose
+// UTF-8 bytes are the result, stored as they are (the decoder has refused
+// invalid UTF-8 and lone surrogates already). An empty string is an empty
+// result, never nil, as for result.
+func resultText(d *strictjson.Decoder) ([]byte, error) {
+	b, err := d.Bytes()
+	if err != nil {
+		return nil, err
+	}
+	return append(make([]byte, 0, len(b)), b...), nil
+}
+
+// oneResult refuses a request that carries both result and result_text,
+// given the set of members present and the names' list.
+func oneResult(idx int, seen uint64, names []string) error {
+	var both uint64
+	for i, n := range names {
+		if n == "result" || n == "result_text" {
+			both |= 1 << i
+		}
+	}
+	if bits.OnesCount64(both) == 2 && seen&both == both {
+		return spent.Errorf(spent.EInvalid, "%sresult and %sresult_text: give one, not both (result_text for UTF-8 text, result for base64 bytes)", at(idx), at(idx))
+	}
+	return nil
+}
 
 // decodeClaim decodes a claim; idx is its place in a batch, or -1.
 func decodeClaim(d *strictjson.Decoder, idx int, c *spent.Claim) error {
@@ -90,12 +118,17 @@ func decodeClaim(d *strictjson.Decoder, idx int, c *spent.Claim) error {
 			c.Place, err = d.String()
 		case "result":
 			c.Result, err = d.Base64()
+		case "result_text":
+			c.Result, err = resultText(d)
 		case "expires_at":
 			c.ExpiresAt, err = d.Time()
 		}
 		return err
 	})
 	if err != nil {
+		return err
+	}
+	if err := oneResult(idx, seen, claimNames); err != nil {
 		return err
 	}
 	return require(idx, seen, fNamespace|fKey, claimNames)
@@ -164,17 +197,22 @@ func decodeTarget(d *strictjson.Decoder, names []string, needResult bool, t *tar
 			t.force, err = d.Bool()
 		case "result":
 			t.result, err = d.Base64()
+		case "result_text":
+			t.result, err = resultText(d)
 		}
 		return err
 	})
 	if err != nil {
 		return err
 	}
+	if err := oneResult(-1, seen, names); err != nil {
+		return err
+	}
 	if err := require(-1, seen, fNamespace, names); err != nil {
 		return err
 	}
 	if needResult && t.result == nil {
-		return invalid(-1, "result", "required")
+		return invalid(-1, "result", "required (or result_text)")
 	}
 	if t.key == "" && t.hash.IsZero() {
 		return invalid(-1, "key", "key or hash required")

@@ -344,6 +344,90 @@ func TestCompleteReleaseGetWire(t *testing.T) {
 	})
 }
 
+// TestResultTextWire checks result_text, the UTF-8 text form of a result on
+// requests: its bytes are stored as they are (where "paid" given as result
+// would decode as base64 to 3 other bytes), answers carry them in result as
+// base64, and a request with both forms or invalid text is refused.
+func TestResultTextWire(t *testing.T) {
+	e := MustServe(t, sphttp.DefaultConfig())
+	b64 := func(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
+	replay := func(t *testing.T, key string) map[string]any {
+		t.Helper()
+		m := wantOK(t, e.post(t, "/v1/claim", "", `{"namespace":"echo","key":"`+key+`"}`))
+		if m["outcome"] != "replayed" {
+			t.Fatalf("%s: got outcome %v, want replayed", key, m["outcome"])
+		}
+		return m
+	}
+
+	t.Run("ClaimStoresTextAsIs", func(t *testing.T) {
+		text := `{"status":"paid"} – é ✓`
+		body, _ := json.Marshal(map[string]string{"namespace": "echo", "key": "t1", "result_text": text})
+		if m := wantOK(t, e.post(t, "/v1/claim", "", string(body))); m["outcome"] != "fresh" || m["state"] != "complete" {
+			t.Fatalf("claim with result_text: got %v, want fresh and complete", m)
+		}
+		if m := replay(t, "t1"); m["result"] != b64(text) {
+			t.Fatalf("replayed result: got %v, want base64 of %q", m["result"], text)
+		}
+		if _, ok := replay(t, "t1")["result_text"]; ok {
+			t.Fatal("answer carries result_text; want result only")
+		}
+	})
+	t.Run("PaidAsResultIsBase64", func(t *testing.T) {
+		// The trap result_text exists for: "paid" is valid base64.
+		wantOK(t, e.post(t, "/v1/claim", "", `{"namespace":"echo","key":"t2","result":"paid"}`))
+		if got, _ := base64.StdEncoding.DecodeString(replay(t, "t2")["result"].(string)); string(got) == "paid" || len(got) != 3 {
+			t.Fatalf("result \"paid\": stored %q, want the 3 bytes it decodes to", got)
+		}
+		wantOK(t, e.post(t, "/v1/claim", "", `{"namespace":"echo","key":"t3","result_text":"paid"}`))
+		if got := replay(t, "t3")["result"]; got != b64("paid") {
+			t.Fatalf("result_text \"paid\": stored %v, want base64 of paid", got)
+		}
+	})
+	t.Run("EmptyTextIsOneStep", func(t *testing.T) {
+		m := wantOK(t, e.post(t, "/v1/claim", "", `{"namespace":"echo","key":"t4","result_text":""}`))
+		if m["state"] != "complete" {
+			t.Fatalf("empty result_text: got state %v, want complete", m["state"])
+		}
+	})
+	t.Run("Batch", func(t *testing.T) {
+		a := e.post(t, "/v1/claims", "", `{"claims":[{"namespace":"echo","key":"t5","result_text":"ok"},{"namespace":"echo","key":"t6","result":"`+b64("ok")+`"}]}`)
+		wantOK(t, a)
+		if replay(t, "t5")["result"] != b64("ok") || replay(t, "t6")["result"] != b64("ok") {
+			t.Fatal("batch: result_text and result of the same bytes stored differently")
+		}
+	})
+	t.Run("Complete", func(t *testing.T) {
+		m := wantOK(t, e.post(t, "/v1/claim", "", `{"namespace":"echo","key":"t7"}`))
+		c := wantOK(t, e.post(t, "/v1/complete", "", `{"namespace":"echo","key":"t7","seq":"`+m["seq"].(string)+`","result_text":"shipped"}`))
+		if c["state"] != "complete" || c["result"] != b64("shipped") {
+			t.Fatalf("complete with result_text: got %v", c)
+		}
+	})
+	t.Run("Refused", func(t *testing.T) {
+		for _, tc := range []struct{ name, path, body, detail string }{
+			{"Both", "/v1/claim", `{"namespace":"echo","key":"t8","result":"","result_text":""}`, "result and result_text: give one, not both"},
+			{"BothInBatch", "/v1/claims", `{"claims":[{"namespace":"echo","key":"t9"},{"namespace":"echo","key":"t10","result":"b2s=","result_text":"ok"}]}`, "claims[1].result and claims[1].result_text: give one, not both"},
+			{"BothOnComplete", "/v1/complete", `{"namespace":"echo","key":"t11","result":"b2s=","result_text":"ok"}`, "result and result_text: give one, not both"},
+			{"InvalidUTF8", "/v1/claim", "{\"namespace\":\"echo\",\"key\":\"t12\",\"result_text\":\"\xff\"}", "result_text: invalid UTF-8"},
+			{"LoneSurrogate", "/v1/claim", `{"namespace":"echo","key":"t13","result_text":"\ud800"}`, "result_text:"},
+			{"NotAString", "/v1/complete", `{"namespace":"echo","key":"t14","result_text":5}`, "result_text:"},
+			{"CompleteNeedsOne", "/v1/complete", `{"namespace":"echo","key":"t15"}`, "result: required (or result_text)"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				p := wantProblem(t, e.post(t, tc.path, "", tc.body), 400, spent.EInvalid)
+				if d, _ := p["detail"].(string); !strings.Contains(d, tc.detail) {
+					t.Fatalf("detail: got %q, want it to contain %q", d, tc.detail)
+				}
+			})
+		}
+		// None of the refused claims was stored.
+		for _, k := range []string{"t8", "t10", "t12", "t13"} {
+			wantProblem(t, e.post(t, "/v1/get", "", `{"namespace":"echo","key":"`+k+`"}`), 404, spent.ENotFound)
+		}
+	})
+}
+
 func TestErrorsWire(t *testing.T) {
 	e := MustServe(t, sphttp.DefaultConfig())
 	long := strings.Repeat("k", spent.MaxKeyLen+1)

@@ -400,6 +400,10 @@ type fenceStart struct {
 	rnd       io.Reader
 	log       *slog.Logger
 	writeFile func(string, []byte, os.FileMode) error
+	// beforeWrite, when set, is called by open once the checks that only
+	// read have passed, before the first write to the fence or the store
+	// (Open writes a new secret there).
+	beforeWrite func() error
 }
 
 // fenceFilePath returns the fence file of the data directory dir.
@@ -459,6 +463,13 @@ func (s *fenceStart) open(ctx context.Context, st fenceState, missing bool, wher
 			}
 			s.log.Warn("--new-fence: a new fence begins beside a store that holds records; the store is accepted as it is now", "path", f.path, "store", where)
 		}
+	}
+	if s.beforeWrite != nil {
+		if err := s.beforeWrite(); err != nil {
+			return nil, err
+		}
+	}
+	if missing {
 		st, err = newFenceState(s.rnd, 1, s.node)
 		if err != nil {
 			return nil, err

@@ -29,6 +29,9 @@ type Node struct {
 	ledger *spent.Ledger
 	sweep  *sweeper
 	lm     *ledgerMetrics // nil without a Registerer
+	// newStoreDir is set while a failed start should empty the embedded
+	// store's directory: it held nothing, and the new secret is unwritten.
+	newStoreDir bool
 
 	stopping atomic.Bool
 	// stop ends the background work; done is closed once it has ended.
@@ -41,11 +44,13 @@ type Node struct {
 
 // Open opens the node of cfg.Dir and starts its background work (the
 // sweeper and the fence's periodic advance). In order, it locks the data
-// directory, removes the temporary files of interrupted writes, reads or
-// creates the secret, loads the fence, opens the store with cfg.OpenStore,
-// checks the store against the secret and the fence (taking the node lease
-// on a shared store), advances the fence, starts the ledger and registers
-// the metrics. It refuses, and leaves nothing open, when any step fails:
+// directory, removes the temporary files of interrupted writes, reads the
+// secret or generates one, loads the fence, opens the store with
+// cfg.OpenStore, checks the store against the secret and the fence (taking
+// the node lease on a shared store), advances the fence, starts the ledger
+// and registers the metrics. A generated secret is written only once the
+// store has opened and its read-only checks have passed, before anything is
+// written to the store. It refuses, and leaves nothing open, when any step fails:
 // see the package documentation for the refusals.
 func Open(ctx context.Context, cfg Config) (*Node, error) {
 	cfg.fill()
@@ -77,17 +82,29 @@ func (n *Node) open(ctx context.Context) error {
 		ents, _ := os.ReadDir(cfg.EmbeddedDir)
 		storeHadFiles = len(ents) > 0
 	}
-	secret, created, err := OpenSecret(cfg)
+	// A new secret is written only once the store has opened and passed
+	// the checks that read it (fst.beforeWrite), before anything is written
+	// to the store or the fence: a start refused before then (a store that
+	// cannot be reached, one set up with another secret) leaves none.
+	secret, created, err := readOrNewSecret(cfg)
 	if err != nil {
 		return err
-	}
-	if created {
-		n.log.Info("generated a new secret: this data directory starts a new epoch", "path", filepath.Join(cfg.Dir, SecretFile))
 	}
 	n.secret = secret
 	fst := &fenceStart{
 		data: cfg.Dir, shared: cfg.Shared, storeHadFiles: storeHadFiles, newFence: cfg.NewFence, secret: secret,
 		node: cfg.Ledger.Node, interval: cfg.FenceInterval, now: cfg.Now, rnd: cfg.Rand, log: n.log, writeFile: cfg.WriteFile,
+	}
+	if created {
+		n.newStoreDir = !storeHadFiles && ownStoreDir(cfg.Dir, cfg.EmbeddedDir) != ""
+		fst.beforeWrite = func() error {
+			if err := writeSecret(cfg, secret); err != nil {
+				return err
+			}
+			n.newStoreDir = false
+			n.log.Info("generated a new secret: this data directory starts a new epoch", "path", filepath.Join(cfg.Dir, SecretFile))
+			return nil
+		}
 	}
 	fstate, fenceMissing, err := fst.loadFence()
 	if err != nil {
@@ -168,6 +185,15 @@ func (n *Node) abort() {
 	if n.opened.Store != nil {
 		if err := n.opened.Store.Close(); err != nil {
 			n.log.Warn("closing the store after a refused start", "err", err)
+		}
+	}
+	if n.newStoreDir {
+		// The embedded store was empty and its secret never written:
+		// what opening it made holds no record, and left in place it would
+		// make the next start refuse to generate a secret beside it.
+		ents, _ := os.ReadDir(n.cfg.EmbeddedDir)
+		for _, e := range ents {
+			os.RemoveAll(filepath.Join(n.cfg.EmbeddedDir, e.Name()))
 		}
 	}
 	n.lock.Close()

@@ -116,6 +116,52 @@ func TestOpen(t *testing.T) {
 		}
 	})
 
+	t.Run("RefusedFirstStartWritesNoSecret", func(t *testing.T) {
+		noSecret := func(t *testing.T, dir string) {
+			t.Helper()
+			if _, err := os.Stat(filepath.Join(dir, node.SecretFile)); !errors.Is(err, fs.ErrNotExist) {
+				t.Fatalf("a refused first start wrote a secret: %v", err)
+			}
+		}
+		// A store that cannot be opened.
+		dir := t.TempDir()
+		cfg := Config(t, dir, filepath.Join(dir, "pebble"))
+		cfg.OpenStore = func(context.Context) (node.Opened, error) {
+			return node.Opened{}, errors.New("store unreachable")
+		}
+		if _, err := node.Open(context.Background(), cfg); err == nil {
+			t.Fatal("open with a store that fails: no error")
+		}
+		noSecret(t, dir)
+
+		// A store set up with another secret: refused, and no secret left.
+		storeDir := filepath.Join(t.TempDir(), "ledger")
+		MustOpen(t, Config(t, t.TempDir(), storeDir)).Close()
+		dir = t.TempDir()
+		if _, err := node.Open(context.Background(), Config(t, dir, storeDir)); !errors.Is(err, node.ErrSecretMismatch) {
+			t.Fatalf("open with another secret: got %v, want ErrSecretMismatch", err)
+		}
+		noSecret(t, dir)
+
+		// An embedded store opened, then a refusal before the secret was
+		// written (its write fails): the next start is a first start again.
+		dir = t.TempDir()
+		cfg = Config(t, dir, filepath.Join(dir, "pebble"))
+		cfg.WriteFile = func(path string, data []byte, perm os.FileMode) error {
+			if filepath.Base(path) == node.SecretFile {
+				return errors.New("disk full")
+			}
+			return os.WriteFile(path, data, perm)
+		}
+		if _, err := node.Open(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "disk full") {
+			t.Fatalf("open with a failing secret write: got %v, want the write's error", err)
+		}
+		noSecret(t, dir)
+		if Claim(t, MustOpen(t, Config(t, dir, filepath.Join(dir, "pebble"))), "k") != spent.Fresh {
+			t.Fatal("claim after a refused first start: not fresh")
+		}
+	})
+
 	t.Run("RefusesNewSecretBesideItsStore", func(t *testing.T) {
 		dir := t.TempDir()
 		cfg := Config(t, dir, filepath.Join(dir, "pebble"))

@@ -34,6 +34,29 @@ var ErrSecretMismatch = errors.New("this store was set up with another secret")
 // directory's lock; call it alone only where no server runs.
 func OpenSecret(cfg Config) (secret []byte, created bool, err error) {
 	cfg.fill()
+	secret, created, err = readOrNewSecret(cfg)
+	if err != nil || !created {
+		return secret, created, err
+	}
+	if err := writeSecret(cfg, secret); err != nil {
+		return nil, false, err
+	}
+	return secret, true, nil
+}
+
+// writeSecret writes a secret readOrNewSecret generated into cfg.Dir.
+func writeSecret(cfg Config, secret []byte) error {
+	if err := cfg.WriteFile(filepath.Join(cfg.Dir, SecretFile), secret, 0o600); err != nil {
+		return fmt.Errorf("secret: %w", err)
+	}
+	return nil
+}
+
+// readOrNewSecret is OpenSecret without the write: a secret it generates
+// (created) is the caller's to write with writeSecret. [Open] writes it only
+// once the store has opened and passed its read-only checks, so that a start
+// refused before then leaves no secret behind.
+func readOrNewSecret(cfg Config) (secret []byte, created bool, err error) {
 	dir := cfg.Dir
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, false, fmt.Errorf("data dir: %w", err)
@@ -55,9 +78,6 @@ func OpenSecret(cfg Config) (secret []byte, created bool, err error) {
 	secret = make([]byte, spent.MinSecretLen)
 	if _, err := io.ReadFull(cfg.Rand, secret); err != nil {
 		return nil, false, fmt.Errorf("secret: generating: %w", err)
-	}
-	if err := cfg.WriteFile(path, secret, 0o600); err != nil {
-		return nil, false, fmt.Errorf("secret: %w", err)
 	}
 	return secret, true, nil
 }

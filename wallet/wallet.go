@@ -45,8 +45,47 @@ const Version = 1
 var ErrInUse = errors.New("wallet: in use by another process")
 
 // ErrNoToken is returned by Spend when no token old enough and worth
-// enough is spendable.
+// enough is spendable; the error returned is a *NoTokenError that says which,
+// and errors.Is(err, ErrNoToken) holds for it.
 var ErrNoToken = errors.New("wallet: no spendable token worth enough (or old enough)")
+
+// ErrNoWallet is wrapped by the error of Open when no wallet file exists at
+// the path: create one with Create.
+var ErrNoWallet = errors.New("wallet: no wallet file")
+
+// NoTokenError is the error of a Spend that found no token to pay with. It
+// says why: no token is worth the amount (tokens are never combined), or
+// those worth it are younger than the minimum age, and then when the oldest
+// of them will be old enough.
+type NoTokenError struct {
+	// Amount is what the spend needed: the amount asked, or the issuer's
+	// price if that is more.
+	Amount uint64
+	// Largest is the value of the largest spendable token (0: none).
+	Largest uint64
+	// MinAge is the minimum age the wallet was opened with.
+	MinAge time.Duration
+	// ReadyAt is when the oldest token worth Amount will be old enough; zero
+	// when no token is worth Amount.
+	ReadyAt time.Time
+	// Now is when the spend looked.
+	Now time.Time
+}
+
+func (e *NoTokenError) Error() string {
+	switch {
+	case e.Largest == 0:
+		return fmt.Sprintf("wallet: no spendable token to pay %d: the wallet holds none; issue some first", e.Amount)
+	case e.ReadyAt.IsZero():
+		return fmt.Sprintf("wallet: no token worth %d: the largest spendable token is worth %d, and tokens are spent one at a time, never combined", e.Amount, e.Largest)
+	}
+	wait := e.ReadyAt.Sub(e.Now).Round(time.Second)
+	return fmt.Sprintf("wallet: no token worth %d is old enough yet: the oldest of them can be spent in %s, at %s (tokens are spent at least %s after they were obtained)",
+		e.Amount, max(wait, time.Second), e.ReadyAt.Local().Format(time.TimeOnly), e.MinAge)
+}
+
+// Is reports whether target is ErrNoToken.
+func (e *NoTokenError) Is(target error) bool { return target == ErrNoToken }
 
 // ErrSave is wrapped by the errors of a failed save of the wallet file;
 // the state on disk is then the last one saved.
@@ -152,6 +191,10 @@ func Open(path string, opts Options) (*Wallet, error) {
 	}
 	if opts.MinAge < 0 {
 		return nil, errors.New("wallet: negative minimum age")
+	}
+	// Before the lock file is made, so that a wrong path leaves nothing.
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w at %s: %w", ErrNoWallet, path, err)
 	}
 	lock, err := os.OpenFile(path+".lock", os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
@@ -349,15 +392,24 @@ func (w *Wallet) Spend(ctx context.Context, amount uint64) (*ecash.Response, []C
 		amount = l.Price
 	}
 	idx := -1
+	none := &NoTokenError{Amount: amount, MinAge: w.opts.MinAge, Now: now}
 	for i, c := range w.f.Coins { // oldest first
-		if c.Denomination >= amount && !c.Obtained.After(now.Add(-w.opts.MinAge)) {
-			if idx < 0 || c.Obtained.Before(w.f.Coins[idx].Obtained) {
-				idx = i
+		none.Largest = max(none.Largest, c.Denomination)
+		if c.Denomination < amount {
+			continue
+		}
+		if ready := c.Obtained.Add(w.opts.MinAge); ready.After(now) {
+			if none.ReadyAt.IsZero() || ready.Before(none.ReadyAt) {
+				none.ReadyAt = ready
 			}
+			continue
+		}
+		if idx < 0 || c.Obtained.Before(w.f.Coins[idx].Obtained) {
+			idx = i
 		}
 	}
 	if idx < 0 {
-		return nil, nil, ErrNoToken
+		return nil, nil, none
 	}
 	in := w.f.Coins[idx]
 	keys, err := ecash.Decompose(in.Denomination-amount, cur)

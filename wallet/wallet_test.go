@@ -52,6 +52,38 @@ func TestIssueAndSpend(t *testing.T) {
 	}
 }
 
+func TestNoTokenSaysWhich(t *testing.T) {
+	ctx := context.Background()
+	is := newIssuer(t)
+	w, _ := newWallet(t, is.url, wallet.Options{MinAge: 0})
+	var nt *wallet.NoTokenError
+	_, _, err := w.Spend(ctx, 3)
+	if !errors.As(err, &nt) || nt.Largest != 0 || !strings.Contains(err.Error(), "holds none") {
+		t.Fatalf("empty wallet: got %v, want a NoTokenError saying it holds none", err)
+	}
+	if _, err := w.Issue(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = w.Spend(ctx, 9) // tokens of 8, 4, 2, 1: none worth 9
+	if !errors.Is(err, wallet.ErrNoToken) || !errors.As(err, &nt) || nt.Largest != 8 || !nt.ReadyAt.IsZero() {
+		t.Fatalf("spend 9 with tokens of at most 8: got %#v", err)
+	}
+	if msg := err.Error(); !strings.Contains(msg, "no token worth 9") || !strings.Contains(msg, "largest spendable token is worth 8") {
+		t.Fatalf("spend 9: got %q, want it to name the largest token", msg)
+	}
+}
+
+func TestOpenMissingLeavesNothing(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "wallet.json")
+	if _, err := wallet.Open(path, wallet.Options{}); !errors.Is(err, wallet.ErrNoWallet) || !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("open of a missing wallet: got %v, want ErrNoWallet", err)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Fatalf("open of a missing wallet left %d files, want none", len(ents))
+	}
+}
+
 func TestOpenLocks(t *testing.T) {
 	is := newIssuer(t)
 	_, path := newWallet(t, is.url, wallet.Options{})
@@ -69,8 +101,17 @@ func TestMinAge(t *testing.T) {
 	if _, err := w.Issue(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := w.Spend(ctx, 1); !errors.Is(err, wallet.ErrNoToken) {
+	_, _, err := w.Spend(ctx, 1)
+	if !errors.Is(err, wallet.ErrNoToken) {
 		t.Fatalf("young tokens: got %v, want ErrNoToken", err)
+	}
+	// The error says the tokens are too young, and when one will do.
+	var nt *wallet.NoTokenError
+	if !errors.As(err, &nt) || !nt.ReadyAt.Equal(clk.Now().Add(time.Minute)) {
+		t.Fatalf("young tokens: got %#v, want a NoTokenError ready in a minute", err)
+	}
+	if msg := err.Error(); !strings.Contains(msg, "old enough yet") || !strings.Contains(msg, "can be spent in 1m0s") {
+		t.Fatalf("young tokens: got %q, want it to say when a token will be old enough", msg)
 	}
 	clk.ns.Add(int64(time.Minute))
 	if _, _, err := w.Spend(ctx, 1); err != nil {

@@ -5,10 +5,12 @@ import (
 	crand "crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -205,7 +207,7 @@ func (m *Main) bench(ctx context.Context, bc benchConfig) error {
 		run.result[i] = 'a' + byte(i%26)
 	}
 
-	stopProgress := m.benchProgress(&run.claims)
+	stopProgress := m.benchProgress(run)
 	start := time.Now()
 	run.start = start
 	if bc.rate > 0 {
@@ -229,10 +231,61 @@ func (m *Main) bench(ctx context.Context, bc benchConfig) error {
 		if err != nil {
 			return err
 		}
-		_, err = fmt.Fprintf(m.Stdout, "%s\n", b)
+		if _, err := fmt.Fprintf(m.Stdout, "%s\n", b); err != nil {
+			return err
+		}
+	} else if err := rep.print(m.Stdout); err != nil {
 		return err
 	}
-	return rep.print(m.Stdout)
+	return run.failed(rep)
+}
+
+// benchFailedError is the error of a run in which every request failed: no
+// figure it printed measures the target. It wraps the last error, so that
+// the exit status is that error's (13 for a server that cannot be reached).
+type benchFailedError struct {
+	errors int64
+	target string
+	last   error
+}
+
+func (e *benchFailedError) Error() string {
+	return fmt.Sprintf("bench: every request failed (%d errors, none answered) against %s; the last: %s; check that the server is up and --addr, --token and --namespace are right",
+		e.errors, e.target, errCause(e.last))
+}
+
+func (e *benchFailedError) Unwrap() error { return e.last }
+
+// failed returns a *benchFailedError when the run made requests and not one
+// was answered, nil otherwise.
+func (run *benchRun) failed(rep *benchReport) error {
+	if rep.Requests > 0 || rep.Errors == 0 {
+		return nil
+	}
+	_, last := run.lastError()
+	return &benchFailedError{errors: rep.Errors, target: rep.Target, last: last}
+}
+
+// errCause is what a progress line and the final error say of a failed
+// request: its code and message, and the cause of a request that got no
+// answer without the URL it was sent to.
+func errCause(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		var se *spent.Error
+		if errors.As(err, &se) {
+			return se.Code + ": " + ue.Err.Error()
+		}
+		return ue.Err.Error()
+	}
+	var se *spent.Error
+	if errors.As(err, &se) {
+		if se.Err != nil {
+			return se.Code + ": " + se.Message + ": " + se.Err.Error()
+		}
+		return se.Code + ": " + se.Message
+	}
+	return err.Error()
 }
 
 // benchService returns the service to load: the HTTP client, or a ledger over
@@ -284,8 +337,9 @@ func (m *Main) benchService(ctx context.Context, bc benchConfig) (svc spent.Serv
 }
 
 // benchProgress prints claims/s so far to Stderr once a second until the
-// returned function is called. On a terminal the line is rewritten in place.
-func (m *Main) benchProgress(claims *atomic.Int64) (stop func()) {
+// returned function is called, and once requests have failed their number
+// and the last one's cause. On a terminal the line is rewritten in place.
+func (m *Main) benchProgress(run *benchRun) (stop func()) {
 	eol := "\n"
 	if f, ok := m.Stderr.(*os.File); ok {
 		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
@@ -297,8 +351,12 @@ func (m *Main) benchProgress(claims *atomic.Int64) (stop func()) {
 	start := time.Now()
 	line := func(now time.Time) {
 		el := now.Sub(start).Seconds()
-		n := claims.Load()
-		fmt.Fprintf(m.Stderr, "%6.1fs  %12d claims  %10.0f claims/s%s", el, n, float64(n)/el, eol)
+		n := run.claims.Load()
+		errs := ""
+		if k, last := run.lastError(); k > 0 {
+			errs = fmt.Sprintf("  %d errors, last: %s", k, errCause(last))
+		}
+		fmt.Fprintf(m.Stderr, "%6.1fs  %12d claims  %10.0f claims/s%s%s", el, n, float64(n)/el, errs, eol)
 	}
 	wg.Go(func() {
 		t := time.NewTicker(time.Second)
@@ -336,6 +394,25 @@ type benchRun struct {
 	start    time.Time
 	interval time.Duration
 	sent     atomic.Int64
+
+	errMu   sync.Mutex
+	errs    int64 // requests failed
+	lastErr error // the last of them
+}
+
+// noteError counts a failed request for the progress line.
+func (run *benchRun) noteError(err error) {
+	run.errMu.Lock()
+	run.errs++
+	run.lastErr = err
+	run.errMu.Unlock()
+}
+
+// lastError returns the number of failed requests and the last error.
+func (run *benchRun) lastError() (int64, error) {
+	run.errMu.Lock()
+	defer run.errMu.Unlock()
+	return run.errs, run.lastErr
 }
 
 // benchWorker sends requests one at a time and keeps its own counts.
@@ -447,6 +524,7 @@ func (w *benchWorker) loop(ctx context.Context, deadline time.Time) {
 			if w.firstErr == "" {
 				w.firstErr = err.Error()
 			}
+			w.run.noteError(err)
 			continue
 		}
 		w.requests++

@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"encoding/json"
+	"net"
 	"strings"
 	"testing"
 )
@@ -90,6 +91,24 @@ func TestBench(t *testing.T) {
 		b := runBench(t, nil, "--addr", s.Addr, "--batch", "5")
 		if b.Target != s.Addr {
 			t.Fatalf("target: got %q, want %q", b.Target, s.Addr)
+		}
+	})
+
+	t.Run("ServerDownFailsWithTheCause", func(t *testing.T) {
+		// A port nothing listens on: every request is refused at once.
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := "http://" + ln.Addr().String()
+		ln.Close()
+		r := Run(t, nil, "bench", "--addr", addr, "--duration", "1500ms", "--concurrency", "2")
+		if r.Code != 13 {
+			t.Fatalf("bench against a server that is down: exit %d, want 13 (unavailable); stderr %q", r.Code, r.Stderr)
+		}
+		contains(t, "bench stderr", r.Stderr, "errors, last: unavailable: ", "connection refused", "every request failed", addr)
+		if !strings.Contains(r.Stdout, "errors") {
+			t.Fatalf("bench printed no report: %q", r.Stdout)
 		}
 	})
 

@@ -81,8 +81,8 @@ type resultFlags struct {
 }
 
 func addResultFlags(f *pflag.FlagSet, rf *resultFlags, what string) {
-	f.StringVar(&rf.text, "result", "", what+" as a `string`")
-	f.StringVar(&rf.file, "result-file", "", what+" read from a `file` (- for standard input)")
+	f.StringVar(&rf.text, "result", "", what+": this `text`, stored as it is (never read as base64)")
+	f.StringVar(&rf.file, "result-file", "", what+" read from a `file`, any bytes (- for standard input)")
 }
 
 // read returns the result bytes, or nil when neither flag was given.
@@ -140,7 +140,11 @@ replayed, in_progress, refused or mismatch. Every outcome is a success (exit 0).
 With --result (or --result-file) the claim is one-step: the result is stored in
 the same write. Without it the claim is two-step: a fresh claim holds a lease
 and ends with "spent complete" or "spent release". Several keys are claimed in
-one batch request.`,
+one batch request.
+
+--result takes text and stores its bytes as they are, as the HTTP API's
+result_text member does ("--result paid" stores paid; it is never read as
+base64); --result-file takes any bytes.`,
 		Example: `  spent claim order-1 --result '{"status":"paid"}'
   spent claim ticket-42 -n tickets --place gate-3
   spent claim order-2 --fingerprint $(sha256sum req.json | cut -c1-64)`,

@@ -113,6 +113,13 @@ scopes = ["admin"]
 		}
 	})
 
+	t.Run("ResultIsTextNeverBase64", func(t *testing.T) {
+		// "paid" is valid base64 too: --result stores the 4 bytes given,
+		// as the API's result_text does, not the 3 it would decode to.
+		MustRun(t, e, "claim", "text-1", "--result", "paid")
+		contains(t, "get", MustRun(t, e, "get", "text-1"), `  result       "paid" (4 bytes)`)
+	})
+
 	t.Run("TwoStepClaimThenComplete", func(t *testing.T) {
 		out := MustRun(t, e, "claim", "two-1")
 		contains(t, "two-step claim", out, "two-1: fresh (you hold the lease", "  state        pending", "  lease_until ")

@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -487,8 +488,8 @@ func (cfg *serveConfig) validate() error {
 	if cfg.Listen == "" {
 		return errors.New("listen: empty address")
 	}
-	if _, _, err := net.SplitHostPort(cfg.Listen); err != nil {
-		return fmt.Errorf("listen = %q: %w", cfg.Listen, err)
+	if err := checkListenAddr(cfg.Listen); err != nil {
+		return err
 	}
 	if cfg.Data == "" {
 		return errors.New("data: empty directory")
@@ -509,6 +510,9 @@ func (cfg *serveConfig) maxBody() int64 {
 // keys), and one without TLS unless allow_plaintext says so (bearer tokens
 // and results would cross the network in the clear).
 func (cfg *serveConfig) checkListen() error {
+	if err := checkListenAddr(cfg.Listen); err != nil {
+		return err
+	}
 	loopback, err := isLoopback(cfg.Listen)
 	switch {
 	case err != nil:
@@ -521,6 +525,26 @@ func (cfg *serveConfig) checkListen() error {
 		return fmt.Errorf("listen %q: not a loopback address and TLS is off, so bearer tokens and results would cross the network in the clear; set tls_cert and tls_key (--tls-cert, --tls-key; see docs/operations.md), or allow_plaintext = true (--allow-plaintext) where a TLS-terminating proxy or a private network carries the traffic", cfg.Listen)
 	}
 	return nil
+}
+
+// checkListenAddr refuses a listen address that is not host:port with a
+// numeric port, with an example built from what was given: "7084" is a port
+// without its host, "example.org" a host without its port.
+func checkListenAddr(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err == nil {
+		if _, perr := strconv.ParseUint(port, 10, 16); perr == nil {
+			return nil
+		}
+	}
+	example := "127.0.0.1:7070"
+	switch {
+	case addr != "" && strings.Trim(addr, "0123456789") == "":
+		example = "127.0.0.1:" + addr
+	case addr != "" && !strings.Contains(addr, ":"):
+		example = addr + ":7070"
+	}
+	return fmt.Errorf("listen %q: want host:port with a numeric port, e.g. %s", addr, example)
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -35,7 +35,7 @@ func TestConfigErrors(t *testing.T) {
 		{"BadScope", "[[tokens]]\ntoken = \"0123456789abcdefXYZ\"\nscopes = [\"root\"]\n", nil, `scope "root"`},
 		{"TokenNamespaceUnknown", "[[tokens]]\ntoken = \"0123456789abcdefXYZ\"\nscopes = [\"claim\"]\nnamespaces = [\"payments\"]\n", nil, `namespace "payments" is not configured (have default)`},
 		{"DuplicateToken", "[[tokens]]\ntoken = \"0123456789abcdefXYZ\"\nscopes = [\"claim\"]\n[[tokens]]\ntoken_env = \"T\"\nscopes = [\"admin\"]\n", env{"T": "0123456789abcdefXYZ"}, "[[tokens]] #2: the same token as #1"},
-		{"BadListen", "listen = \"7070\"\n", nil, `listen = "7070"`},
+		{"BadListen", "listen = \"7070\"\n", nil, `listen "7070": want host:port with a numeric port, e.g. 127.0.0.1:7070`},
 		{"StoreMemtableTooSmall", "[store]\nmemtable_size = 1024\n", nil, "[store]: pebble: memtable size 1024: must be at least 1 MiB"},
 		{"UnknownStoreKey", "[store]\ncache = 1\n", nil, "unknown key store.cache"},
 		{"BadLogLevel", "log_level = \"loud\"\n", nil, `log_level = "loud"`},

@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -171,6 +174,28 @@ func TestListen(t *testing.T) {
 			}
 		})
 	}
+	t.Run("NotHostPortSaysWhatToWrite", func(t *testing.T) {
+		for addr, example := range map[string]string{
+			"7084":        "127.0.0.1:7084",
+			"localhost":   "localhost:7070",
+			"[::1]:":      "127.0.0.1:7070",
+			"127.0.0.1:x": "127.0.0.1:7070",
+		} {
+			dir := t.TempDir()
+			r := Run(t, nil, "serve", "--listen", addr, "--data", dir)
+			want := "spent: listen " + strconv.Quote(addr) + ": want host:port with a numeric port, e.g. " + example + "\n"
+			if r.Code != spentcmd.ExitUsage || r.Stderr != want {
+				t.Errorf("serve --listen %s: exit %d, stderr %q; want exit %d and %q", addr, r.Code, r.Stderr, spentcmd.ExitUsage, want)
+			}
+		}
+	})
+	t.Run("NotHostPortWithTokens", func(t *testing.T) {
+		cfg := WriteConfig(t, "[[tokens]]\ntoken = \"0123456789abcdefXYZ\"\nscopes = [\"claim\"]\n")
+		r := Run(t, nil, "serve", "--config", cfg, "--listen", "7084", "--data", t.TempDir())
+		if r.Code != spentcmd.ExitUsage || !strings.Contains(r.Stderr, "e.g. 127.0.0.1:7084") {
+			t.Fatalf("serve --listen 7084 with tokens: exit %d, stderr %q; want a usage error with an example", r.Code, r.Stderr)
+		}
+	})
 	t.Run("LocalhostAllowed", func(t *testing.T) {
 		s := MustServe(t, t.TempDir(), nil, nil, "--listen", "localhost:0")
 		if code := s.Stop(); code != 0 {
@@ -294,6 +319,20 @@ func TestStoreFlag(t *testing.T) {
 		s = MustServe(t, dir, nil, nil, "--store", "pebble://"+storeDir)
 		if out := MustRun(t, nil, "claim", "--addr", s.Addr, "--json", "ticket-1", "--result", "ok"); !strings.Contains(out, `"outcome":"replayed"`) {
 			t.Fatalf("claim after restart on the same store: got %s, want replayed", out)
+		}
+	})
+
+	t.Run("UnreachableStoreLeavesNoSecret", func(t *testing.T) {
+		// Nothing listens on port 1: the first start of this data
+		// directory fails, and leaves no secret that a start on the right
+		// store would then have to use.
+		dir := filepath.Join(t.TempDir(), "data")
+		r := Run(t, nil, "serve", "--listen", "127.0.0.1:0", "--data", dir, "--store", "redis://127.0.0.1:1")
+		if r.Code == 0 {
+			t.Fatalf("serve on a store nobody serves: exit 0; stderr %q", r.Stderr)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "secret")); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("a refused first start left DATA/secret: %v; stderr %q", err, r.Stderr)
 		}
 	})
 

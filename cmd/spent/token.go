@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/spentledger/spent"
+	"github.com/spentledger/spent/internal/atomicfile"
 	"github.com/spentledger/spent/internal/problem"
 	"github.com/spentledger/spent/privacypass"
 )
@@ -293,14 +294,21 @@ type tokenPresentJSON struct {
 // tokenPresent sends req and prints the answer. A 2xx answer is success;
 // anything else is an error with the problem's code.
 func tokenPresent(out io.Writer, hc *http.Client, req *http.Request, asJSON bool) error {
+	_, err := tokenPresentCode(out, hc, req, asJSON)
+	return err
+}
+
+// tokenPresentCode is tokenPresent that also returns the problem code of a
+// refusal ("" for success, a transport failure or an answer without one).
+func tokenPresentCode(out io.Writer, hc *http.Client, req *http.Request, asJSON bool) (code string, err error) {
 	resp, err := hc.Do(req)
 	if err != nil {
-		return tokenError(err)
+		return "", tokenError(err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		return tokenError(err)
+		return "", tokenError(err)
 	}
 	var p privacypass.Problem
 	doc, isProblem := problem.Read(resp.Header, body)
@@ -315,7 +323,7 @@ func tokenPresent(out io.Writer, hc *http.Client, req *http.Request, asJSON bool
 			v.Text = string(body)
 		}
 		if err := json.NewEncoder(out).Encode(v); err != nil {
-			return err
+			return "", err
 		}
 	} else if resp.StatusCode/100 == 2 {
 		fmt.Fprintf(out, "%s\n%s", resp.Status, body)
@@ -324,13 +332,47 @@ func tokenPresent(out io.Writer, hc *http.Client, req *http.Request, asJSON bool
 		}
 	}
 	if resp.StatusCode/100 == 2 {
-		return nil
+		return "", nil
 	}
 	p.Status = resp.StatusCode
 	if !isProblem {
 		p.Code, p.Detail = "", strings.TrimSpace(string(body[:min(len(body), 200)]))
 	}
-	return tokenError(&p)
+	return p.Code, tokenError(&p)
+}
+
+// tokenConsume removes the line that holds raw, the first token of the
+// token file, from the file, written back atomically. It reads the file
+// again rather than reusing what it read before the token was presented, so
+// that tokens appended meanwhile ("spent token fetch >> FILE") are kept. It
+// returns how many tokens are left.
+func tokenConsume(file string, raw []byte) (left int, err error) {
+	fi, err := os.Stat(file)
+	if err != nil {
+		return 0, err
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return 0, err
+	}
+	lines := strings.SplitAfter(string(b), "\n")
+	found := false
+	var kept strings.Builder
+	for _, line := range lines {
+		if t := strings.TrimSpace(line); !found && (t == base64.URLEncoding.EncodeToString(raw) || t == base64.RawURLEncoding.EncodeToString(raw)) {
+			found = true
+			continue
+		}
+		kept.WriteString(line)
+		left += len(strings.Fields(line))
+	}
+	if !found {
+		return 0, fmt.Errorf("the token presented is no longer on a line of its own in %s", file)
+	}
+	if err := atomicfile.WriteFile(file, []byte(kept.String()), fi.Mode().Perm()); err != nil {
+		return 0, err
+	}
+	return left, nil
 }
 
 func tokenRead(c *cobra.Command, token, file string) ([][]byte, error) {
@@ -366,6 +408,9 @@ func tokenRead(c *cobra.Command, token, file string) ([][]byte, error) {
 		}
 		out = append(out, raw)
 	}
+	if len(out) == 0 && file != "" && file != "-" {
+		return nil, usagef("--token-file %s: no token left (a redeem removes each token it spent); get more with spent token fetch ... >> %s", file, file)
+	}
 	if len(out) == 0 {
 		return nil, usagef("no token given (--token, --token-file or standard input)")
 	}
@@ -382,9 +427,18 @@ func tokenRedeemCmd() *cobra.Command {
 "spent token fetch" prints them) to the origin in an Authorization header and
 print the answer. A 2xx answer exits 0. A refusal (401: double_spend,
 key_expired, challenge_mismatch, ...) exits with the unauthorized status; a 503
-(the ledger is down, the token is not spent) with the unavailable status.`,
-		Example: `  spent token fetch --issuer http://127.0.0.1:7070 --origin http://127.0.0.1:7070/v1/redeem > t
-  spent token redeem --origin http://127.0.0.1:7070/v1/redeem --token-file t`,
+(the ledger is down, the token is not spent) with the unavailable status.
+
+With --token-file FILE the token file is consumed: once the origin has
+accepted the token, or refused it as already spent (double_spend), its line
+is removed from FILE (the file is written anew atomically), so that the next
+redeem presents the next token; the command says which happened and how many
+tokens are left. A token refused for any other reason, or not answered at all,
+stays in FILE. Tokens read from standard input or --token are not consumed.
+Run one redeem at a time per token file.`,
+		Example: `  spent token fetch --issuer http://127.0.0.1:7070 --origin http://127.0.0.1:7070/v1/redeem --count 3 > t
+  spent token redeem --origin http://127.0.0.1:7070/v1/redeem --token-file t   # presents and removes the first
+  spent token redeem --origin http://127.0.0.1:7070/v1/redeem --token-file t   # then the second`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(c *cobra.Command, _ []string) error {
 			if err := tokenRequireURL("origin", tf.origin); err != nil {
@@ -405,13 +459,40 @@ key_expired, challenge_mismatch, ...) exits with the unauthorized status; a 503
 			if err != nil {
 				return err
 			}
-			return tokenPresent(c.OutOrStdout(), hc, req, tf.json)
+			code, err := tokenPresentCode(c.OutOrStdout(), hc, req, tf.json)
+			if file == "" || file == "-" {
+				return err
+			}
+			return tokenConsumed(c.ErrOrStderr(), file, toks[0], code, err)
 		},
 	}
 	addTokenFlags(c.Flags(), &tf, false, true)
 	c.Flags().StringVar(&token, "token", "", "the `token` (padded base64url)")
 	c.Flags().StringVar(&file, "token-file", "", "read the token from a `file` (- for standard input, the default)")
 	return c
+}
+
+// tokenConsumed removes the token just presented from the token file when
+// the origin accepted it (err nil) or refused it as spent, says so on w, and
+// returns the command's error: err, or the failure to rewrite the file.
+func tokenConsumed(w io.Writer, file string, raw []byte, code string, err error) error {
+	var why string
+	switch {
+	case err == nil:
+		why = "accepted"
+	case code == privacypass.CodeDoubleSpend:
+		why = "refused as already spent"
+	default:
+		fmt.Fprintf(w, "spent token redeem: the token stays first in %s (not accepted, not known to be spent); remove its line by hand if it can never be accepted\n", file)
+		return err
+	}
+	left, cerr := tokenConsume(file, raw)
+	if cerr != nil {
+		cerr = fmt.Errorf("token redeem: the token was %s but could not be removed from %s: %w; remove its first line by hand", why, file, cerr)
+		return errors.Join(err, cerr)
+	}
+	fmt.Fprintf(w, "spent token redeem: the token was %s: removed from %s, %d left\n", why, file, left)
+	return err
 }
 
 func tokenGetCmd() *cobra.Command {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -46,6 +47,39 @@ func (wf *walletFlags) open() (*wallet.Wallet, error) {
 		return nil, err
 	}
 	return wallet.Open(wf.file, o)
+}
+
+// walletError is an error of a wallet command: its message starts with the
+// command's name, once, and Unwrap keeps the cause for the exit status.
+type walletError struct {
+	msg string
+	err error
+}
+
+func (e *walletError) Error() string { return e.msg }
+func (e *walletError) Unwrap() error { return e.err }
+
+// walletErr returns err with cmd ("wallet spend") as its one prefix: the
+// wallet package's own "wallet: " goes (the report adds "spent: "), and a
+// missing wallet file says how to make one. It returns nil for nil.
+func (wf *walletFlags) walletErr(cmd string, err error) error {
+	if err == nil {
+		return nil
+	}
+	msg := strings.TrimPrefix(err.Error(), "wallet: ")
+	if errors.Is(err, wallet.ErrNoWallet) {
+		msg = fmt.Sprintf("no wallet file at %s: create one with: spent wallet init --issuer URL --wallet %s", wf.file, wf.file)
+	}
+	return &walletError{msg: cmd + ": " + msg, err: err}
+}
+
+// issuerURL completes an issuer address given without a scheme
+// ("127.0.0.1:7070") with http://, as the client commands do with --addr.
+func issuerURL(s string) string {
+	if !strings.Contains(s, "://") {
+		return "http://" + s
+	}
+	return s
 }
 
 // walletState is what the commands print.
@@ -144,8 +178,9 @@ func walletInitCmd() *cobra.Command {
 		Args:    exactArgs(0, "no arguments"),
 		RunE: func(c *cobra.Command, _ []string) error {
 			if issuer == "" {
-				return usagef("spent wallet init: --issuer is required")
+				return usagef("wallet init: --issuer is required")
 			}
+			issuer = issuerURL(issuer)
 			ctx, cancel := context.WithTimeout(c.Context(), wf.timeout)
 			defer cancel()
 			hc, err := wf.tls.httpClient(os.Getenv, 0)
@@ -153,21 +188,21 @@ func walletInitCmd() *cobra.Command {
 				return err
 			}
 			if _, err := (&ecash.Client{URL: issuer, HTTPClient: hc}).Keys(ctx); err != nil {
-				return fmt.Errorf("spent wallet init: the issuer's key list: %w", err)
+				return wf.walletErr("wallet init", fmt.Errorf("the key list of the issuer at %s (is it serving [ecash]?): %w", issuer, err))
 			}
 			if err := wallet.Create(wf.file, issuer); err != nil {
-				return err
+				return wf.walletErr("wallet init", err)
 			}
 			w, err := wf.open()
 			if err != nil {
-				return err
+				return wf.walletErr("wallet init", err)
 			}
 			defer w.Close()
 			return wf.print(c.OutOrStdout(), stateOf(w))
 		},
 	}
 	addWalletFlags(c.Flags(), &wf)
-	c.Flags().StringVar(&issuer, "issuer", "", "issuer `URL` (scheme and host)")
+	c.Flags().StringVar(&issuer, "issuer", "", "issuer `URL` (scheme and host; http:// when host:port only)")
 	return c
 }
 
@@ -181,24 +216,24 @@ func walletIssueCmd() *cobra.Command {
 		Args:    exactArgs(0, "no arguments"),
 		RunE: func(c *cobra.Command, _ []string) error {
 			if count < 1 {
-				return usagef("spent wallet issue: --count must be at least 1")
+				return usagef("wallet issue: --count must be at least 1")
 			}
 			ctx, cancel := context.WithTimeout(c.Context(), wf.timeout)
 			defer cancel()
 			w, err := wf.open()
 			if err != nil {
-				return err
+				return wf.walletErr("wallet issue", err)
 			}
 			defer w.Close()
 			rep, err := resume(ctx, w)
 			if err != nil {
-				return err
+				return wf.walletErr("wallet issue", err)
 			}
 			var got []uint64
 			for range count {
 				coins, err := w.Issue(ctx)
 				if err != nil {
-					return fmt.Errorf("spent wallet issue: %w (a journaled request is finished by \"spent wallet resume\")", err)
+					return wf.walletErr("wallet issue", fmt.Errorf("%w (a journaled request is finished by \"spent wallet resume\")", err))
 				}
 				for _, k := range coins {
 					got = append(got, k.Denomination)
@@ -223,7 +258,7 @@ func walletBalanceCmd() *cobra.Command {
 		RunE: func(c *cobra.Command, _ []string) error {
 			w, err := wf.open()
 			if err != nil {
-				return err
+				return wf.walletErr("wallet balance", err)
 			}
 			defer w.Close()
 			return wf.print(c.OutOrStdout(), stateOf(w))
@@ -243,26 +278,26 @@ func walletSpendCmd() *cobra.Command {
 		RunE: func(c *cobra.Command, args []string) error {
 			amount, err := strconv.ParseUint(args[0], 10, 64)
 			if err != nil {
-				return usagef("spent wallet spend: amount %q: %v", args[0], err)
+				return usagef("wallet spend: amount %q: want a whole number (%v)", args[0], err)
 			}
 			ctx, cancel := context.WithTimeout(c.Context(), wf.timeout)
 			defer cancel()
 			w, err := wf.open()
 			if err != nil {
-				return err
+				return wf.walletErr("wallet spend", err)
 			}
 			defer w.Close()
 			rep, err := resume(ctx, w)
 			if err != nil {
-				return err
+				return wf.walletErr("wallet spend", err)
 			}
 			resp, change, err := w.Spend(ctx, amount)
 			if err != nil {
 				var ee *ecash.Error
 				if errors.As(err, &ee) && ee.Final() {
-					return fmt.Errorf("spent wallet spend: refused, final: %w", err)
+					return wf.walletErr("wallet spend", fmt.Errorf("refused, final: %w", err))
 				}
-				return fmt.Errorf("spent wallet spend: %w", err)
+				return wf.walletErr("wallet spend", err)
 			}
 			st := stateOf(w)
 			st.Resume, st.Charge = rep, &resp.Charge
@@ -288,12 +323,12 @@ func walletResumeCmd() *cobra.Command {
 			defer cancel()
 			w, err := wf.open()
 			if err != nil {
-				return err
+				return wf.walletErr("wallet resume", err)
 			}
 			defer w.Close()
 			rep, err := resume(ctx, w)
 			if err != nil {
-				return err
+				return wf.walletErr("wallet resume", err)
 			}
 			st := stateOf(w)
 			st.Resume = rep
@@ -301,7 +336,7 @@ func walletResumeCmd() *cobra.Command {
 				return err
 			}
 			if rep.Kept > 0 {
-				return fmt.Errorf("spent wallet resume: %d requests still journaled (network errors or 5xx); run resume again", rep.Kept)
+				return fmt.Errorf("wallet resume: %d requests still journaled (network errors or 5xx); run spent wallet resume again", rep.Kept)
 			}
 			return nil
 		},
