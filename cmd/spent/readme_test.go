@@ -1,16 +1,13 @@
 package main_test
 
 import (
-	"bufio"
 	"context"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -112,72 +109,21 @@ func matchAnswer(got string, want []string) bool {
 	return i == len(want)
 }
 
-// tourServer is a spent serve process of the tour.
-type tourServer struct {
-	cmd  *exec.Cmd
-	port string
-	errb strings.Builder
-	done chan error
-}
-
 // startTourServer runs the README's serve line (go run ./cmd/spent serve
-// ...) with the built binary in dir, on a free loopback port.
-func startTourServer(t *testing.T, bin, dir, line string) *tourServer {
+// ...) with the built binary in dir, on a free loopback port, and returns
+// the port.
+func startTourServer(t *testing.T, dir, line string) (*Proc, string) {
 	t.Helper()
-	args := strings.Fields(strings.TrimPrefix(line, "go run ./cmd/spent "))
+	args := strings.Fields(strings.TrimPrefix(line, "go run ./cmd/spent serve"))
 	if i := slices.Index(args, "#"); i >= 0 {
 		args = args[:i]
 	}
-	cmd := exec.Command(bin, append(args, "--listen", "127.0.0.1:0")...)
-	cmd.Dir = dir
-	s := &tourServer{cmd: cmd, done: make(chan error, 1)}
-	cmd.Stderr = &s.errb
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
+	p := StartBinaryIn(t, dir, nil, args...)
+	port, ok := strings.CutPrefix(p.Addr, "http://127.0.0.1:")
+	if !ok {
+		t.Fatalf("%s: listening on %s, want 127.0.0.1", line, p.Addr)
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.stop(t) })
-	first := make(chan string, 1)
-	go func() {
-		r := bufio.NewReader(out)
-		l, _ := r.ReadString('\n')
-		first <- l
-		io.Copy(io.Discard, r)
-		s.done <- cmd.Wait()
-	}()
-	select {
-	case l := <-first:
-		addr, ok := strings.CutPrefix(strings.TrimSpace(l), "spent listening on http://127.0.0.1:")
-		if !ok {
-			t.Fatalf("%s: did not start: %q", line, l)
-		}
-		s.port = addr
-	case <-time.After(60 * time.Second):
-		t.Fatalf("%s: did not start in 60s", line)
-	}
-	return s
-}
-
-// stop stops the server as Ctrl-C does, and fails the test unless it exits
-// 0. It is safe to call more than once.
-func (s *tourServer) stop(t *testing.T) {
-	if s.cmd.ProcessState != nil || s.done == nil {
-		return
-	}
-	s.cmd.Process.Signal(syscall.SIGINT)
-	select {
-	case err := <-s.done:
-		if err != nil {
-			t.Errorf("server stopped with %v; stderr:\n%s", err, s.errb.String())
-		}
-	case <-time.After(60 * time.Second):
-		s.cmd.Process.Kill()
-		t.Errorf("server did not stop in 60s")
-	}
-	s.done = nil
+	return p, port
 }
 
 // TestReadmeTour runs the README's tour as written, command by command,
@@ -196,7 +142,8 @@ func TestReadmeTour(t *testing.T) {
 	steps := tourSteps(t)
 	bin := SpentBinary(t)
 	dir := t.TempDir()
-	var srv *tourServer
+	var srv *Proc
+	var port string
 	for _, st := range steps {
 		switch {
 		case st.file != "":
@@ -205,14 +152,14 @@ func TestReadmeTour(t *testing.T) {
 			}
 		case strings.HasPrefix(st.command, "go run ./cmd/spent serve"):
 			if srv != nil {
-				srv.stop(t)
+				srv.Stop()
 			}
-			srv = startTourServer(t, bin, dir, st.command)
+			srv, port = startTourServer(t, dir, st.command)
 		default:
 			if srv == nil {
 				t.Fatalf("README.md:%d: a command before the server is started", st.line)
 			}
-			got := runTourCommand(t, bin, dir, srv.port, st)
+			got := runTourCommand(t, bin, dir, port, st)
 			if st.want == nil && got != "" {
 				t.Errorf("README.md:%d: %s\ngot %q, and the README shows no answer", st.line, st.command, got)
 			}
