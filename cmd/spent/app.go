@@ -220,15 +220,18 @@ func (m *Main) rootCommand() *cobra.Command {
 		Long: `spent is a double-spend ledger: the smallest durable memory that lets a service
 accept something exactly once. "spent serve" runs the server on the embedded
 store; the other commands talk to a running server.`,
-		SilenceUsage:      true,
-		SilenceErrors:     true,
-		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		// "spent --version" prints what "spent version" does.
+		Version: buildVersion(),
 	}
+	root.SetVersionTemplate("{{.Version}}")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &usageError{fmt.Errorf("%s: %w (see %s --help)", c.CommandPath(), err, c.CommandPath())}
 	})
+	serve := m.envFlags(m.serveCommand())
 	root.AddCommand(
-		m.serveCommand(),
+		serve,
 		m.claimCommand(),
 		m.completeCommand(),
 		m.releaseCommand(),
@@ -238,7 +241,14 @@ store; the other commands talk to a running server.`,
 		newTokenCmd(),
 		newWalletCmd(),
 		m.epochCommand(),
+		m.versionCommand(),
+		environmentTopic(serve),
+		exitStatusTopic(),
 	)
+	// epoch retire finds the server's files as serve does.
+	if retire, _, err := root.Find([]string{"epoch", "retire"}); err == nil {
+		m.envFlags(retire, "config", "data", "store")
+	}
 	markRunErrors(root)
 	return root
 }

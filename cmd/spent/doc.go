@@ -16,21 +16,29 @@
 //
 // # Commands
 //
+// Each entry begins with the command's full name; a test checks this list
+// against the command tree, so that it names every command and no other.
+//
 //   - serve [--config FILE] [--listen ADDR] [--data DIR] [--store DSN]
 //     [--new-fence]: run the HTTP server
 //     (package github.com/spentledger/spent/http) over a ledger on the
 //     embedded pebble store. The configuration file (TOML, one table per
 //     namespace; see docs/configuration.md) sets namespaces, tokens, limits
-//     and the sweep interval. The HMAC secret is generated on first start
-//     and kept in DIR/secret, mode 0600. Expired records are swept
-//     periodically. SIGINT or SIGTERM shuts down gracefully. The rollback
-//     fence (DIR/fence) names the newest canary record the server wrote to
-//     the store; --new-fence is for the deliberate first start of a data
-//     directory on a store that already holds records (a new server joining
-//     a shared store, or a fence known to be lost). --tls-cert and
-//     --tls-key serve HTTPS, reloaded on SIGHUP and when the files change;
-//     --tls-client-ca requires a client certificate of every client;
-//     --allow-plaintext permits a non-loopback address without TLS.
+//     and the sweep interval. Every flag but --new-fence may be set from the
+//     environment instead: SPENT_ + the flag's name in upper case with - as
+//     _ (SPENT_LISTEN, SPENT_DATA, SPENT_STORE, ...); flags win over the
+//     environment, the environment over the file. The HMAC secret is
+//     generated on first start and kept in DIR/secret, mode 0600. Expired
+//     records are swept periodically. SIGINT or SIGTERM shuts down
+//     gracefully. The rollback fence (DIR/fence) names the newest canary
+//     record the server wrote to the store; --new-fence is for the
+//     deliberate first start of a data directory on a store that already
+//     holds records (a new server joining a shared store, or a fence known
+//     to be lost). --tls-cert and --tls-key serve HTTPS, reloaded on SIGHUP
+//     and when the files change; --tls-client-ca requires a client
+//     certificate of every client; --allow-plaintext permits a non-loopback
+//     address without TLS.
+//   - epoch: the operators' commands of a data directory's epoch.
 //   - epoch retire --yes [--accept-damage] [--config FILE] [--data DIR]
 //     [--store DSN]: with the server stopped, rotate the issuing keys, empty
 //     the token namespaces and start a new fence generation, accepting the
@@ -42,13 +50,34 @@
 //     fresh two-step claim with its result.
 //   - release KEY... [--seq N:C]: roll back a fresh two-step claim.
 //   - get KEY...: print the live record of keys.
-//   - unknown list and unknown resolve HASH (--complete [--result S] |
-//     --release): list and resolve unknown outcomes, with an admin token.
+//   - unknown: the operators' commands of unknown outcomes.
+//   - unknown list: list unknown outcomes, with an admin token.
+//   - unknown resolve HASH (--complete [--result S] | --release): resolve
+//     one, with an admin token.
 //   - bench [--embedded | --addr URL] [--concurrency N] [--duration D]
 //     [--batch N] [--keys N] [--repeat R] [--rate R] [--json]: generate
 //     claim load and report claims/s, latency percentiles and outcome counts;
 //     --rate sends on a fixed schedule (open loop) to measure latency at a
 //     given load.
+//   - token: a Privacy Pass client (RFC 9577, 9578); see docs/privacypass.md.
+//   - token directory --issuer URL: print an issuer's keys.
+//   - token fetch --issuer URL --origin URL: obtain tokens and print them.
+//   - token redeem --origin URL [--token T | --token-file F]: present one.
+//   - token get --issuer URL --origin URL: fetch a token and present it.
+//   - wallet: a wallet of ecash value tokens in one file; see docs/ecash.md.
+//   - wallet init --issuer URL: create the wallet file.
+//   - wallet issue [--count N]: obtain tokens against proof of work.
+//   - wallet balance: print the spendable value.
+//   - wallet spend AMOUNT: spend value, with change.
+//   - wallet resume: finish the requests a crash left in flight.
+//   - version: print the module version, the commit and the Go version
+//     (also spent --version).
+//   - completion bash|zsh|fish|powershell: print a shell completion script
+//     (for bash: source <(spent completion bash)).
+//   - help [COMMAND]: help on any command.
+//   - help environment: every environment variable spent reads, made from
+//     the flags of serve.
+//   - help exit-status: the exit statuses, one per error code.
 //
 // The client commands take --addr (default $SPENT_ADDR, else
 // http://127.0.0.1:7070), --token (default $SPENT_TOKEN), --namespace (-n,

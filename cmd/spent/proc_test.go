@@ -102,7 +102,15 @@ type Proc struct {
 // line that gives its address, and stops it (SIGTERM) at cleanup.
 func StartBinary(tb testing.TB, extraEnv []string, args ...string) *Proc {
 	tb.Helper()
+	return StartBinaryIn(tb, "", extraEnv, args...)
+}
+
+// StartBinaryIn is StartBinary in the working directory dir ("": the
+// test's).
+func StartBinaryIn(tb testing.TB, dir string, extraEnv []string, args ...string) *Proc {
+	tb.Helper()
 	cmd := exec.Command(SpentBinary(tb), append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...)
+	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), extraEnv...)
 	p := &Proc{tb: tb, cmd: cmd, Stderr: &syncBuffer{}, done: make(chan struct{})}
 	cmd.Stderr = p.Stderr

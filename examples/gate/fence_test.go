@@ -49,7 +49,7 @@ func TestRolledBackLedgerRefused(t *testing.T) {
 	copyDir(t, snap, ledger)
 
 	m := NewMain()
-	if err := m.ParseFlags([]string{"--listen", "127.0.0.1:0", "--data", dir}, io.Discard); err != nil {
+	if err := m.ParseFlags([]string{"--listen", "127.0.0.1:0", "--data", dir}); err != nil {
 		t.Fatal(err)
 	}
 	err := m.Open()

@@ -25,7 +25,7 @@ type service struct {
 func startService(t *testing.T, dir string, args ...string) *service {
 	t.Helper()
 	m := NewMain()
-	if err := m.ParseFlags(append([]string{"--listen", "127.0.0.1:0", "--data", dir}, args...), io.Discard); err != nil {
+	if err := m.ParseFlags(append([]string{"--listen", "127.0.0.1:0", "--data", dir}, args...)); err != nil {
 		t.Fatal(err)
 	}
 	if err := m.Open(); err != nil {
@@ -196,7 +196,7 @@ func TestTicketExpires(t *testing.T) {
 	now.Store(time.Date(2026, 6, 1, 18, 0, 0, 0, time.UTC).UnixNano())
 	m := NewMain()
 	m.Now = func() time.Time { return time.Unix(0, now.Load()).UTC() }
-	if err := m.ParseFlags([]string{"--listen", "127.0.0.1:0", "--data", t.TempDir(), "--event-end", "2026-06-01T23:00:00Z"}, io.Discard); err != nil {
+	if err := m.ParseFlags([]string{"--listen", "127.0.0.1:0", "--data", t.TempDir(), "--event-end", "2026-06-01T23:00:00Z"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := m.Open(); err != nil {

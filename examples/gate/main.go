@@ -39,6 +39,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -56,8 +58,11 @@ func main() {
 // run is the whole program; it returns the exit status.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	m := NewMain()
-	if err := m.ParseFlags(args, stderr); err != nil {
-		fmt.Fprintln(stderr, err)
+	if err := m.ParseFlags(args); errors.Is(err, flag.ErrHelp) {
+		m.Usage(stdout)
+		return 0
+	} else if err != nil {
+		fmt.Fprintf(stderr, "%v (see gate --help)\n", err)
 		return 2
 	}
 	if err := m.Open(); err != nil {

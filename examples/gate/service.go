@@ -62,25 +62,44 @@ func NewMain() *Main {
 	return &Main{Listen: "127.0.0.1:8081", Data: "gate-data", Now: time.Now}
 }
 
-// ParseFlags reads the command line.
-func (m *Main) ParseFlags(args []string, stderr io.Writer) error {
+// flags returns the service's flag set, bound to m; the end of the event is
+// read into end.
+func (m *Main) flags(end *string) *flag.FlagSet {
 	fs := flag.NewFlagSet("gate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard) // run reports the error, and prints the usage on --help
 	fs.StringVar(&m.Listen, "listen", m.Listen, "address of the service")
 	fs.StringVar(&m.Data, "data", m.Data, "directory of the ledger and the keys")
-	end := fs.String("event-end", "", "end of the event, RFC 3339 (default: 24 hours from start)")
+	fs.StringVar(end, "event-end", "", "end of the event, RFC 3339 (default: 24 hours from start)")
 	fs.BoolVar(&m.NewFence, "new-fence", m.NewFence, "first start of a data directory without a fence beside a ledger that holds records")
+	return fs
+}
+
+// Usage writes the usage of the service and its flags, with their
+// defaults, to w.
+func (m *Main) Usage(w io.Writer) {
+	fmt.Fprint(w, "Usage:\n  gate [flags]    run the ticket gate\n\nGo's flag syntax: -flag and --flag are the same.\n\nFlags:\n")
+	var end string
+	fs := NewMain().flags(&end)
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+}
+
+// ParseFlags reads the command line. On --help it returns an error that
+// wraps flag.ErrHelp.
+func (m *Main) ParseFlags(args []string) error {
+	var end string
+	fs := m.flags(&end)
 	if err := fs.Parse(args); err != nil {
-		return err
+		return fmt.Errorf("gate: %w", err)
 	}
 	if fs.NArg() != 0 {
 		return fmt.Errorf("gate: unexpected arguments %q", fs.Args())
 	}
-	if *end == "" {
+	if end == "" {
 		m.EventEnd = m.Now().Add(24 * time.Hour).Truncate(time.Second)
 		return nil
 	}
-	t, err := time.Parse(time.RFC3339, *end)
+	t, err := time.Parse(time.RFC3339, end)
 	if err != nil {
 		return fmt.Errorf("gate: --event-end: %w", err)
 	}

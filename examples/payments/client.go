@@ -51,13 +51,19 @@ func pay(ctx context.Context, c *idempotency.Client, server, key string, p payme
 // with their keys.
 func runPay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("payments pay", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard) // the error is reported below, the usage printed on --help
 	server := fs.String("server", "http://127.0.0.1:8080", "URL of the payment service")
 	amount := fs.Int64("amount", 0, "amount to send")
 	dest := fs.String("destination", "", "destination account")
 	jdir := fs.String("journal", "", "directory journaling each payment before its first send; resumes unfinished ones")
 	timeout := fs.Duration("timeout", 10*time.Second, "timeout of each try")
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, "Usage:\n  payments pay --amount N --destination ACCOUNT [flags]\n\nFlags:\n")
+		fs.SetOutput(stdout)
+		fs.PrintDefaults()
+		return 0
+	} else if err != nil {
+		fmt.Fprintf(stderr, "payments pay: %v (see payments pay --help)\n", err)
 		return 2
 	}
 	if *amount <= 0 || *dest == "" || fs.NArg() != 0 {

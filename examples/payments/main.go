@@ -64,6 +64,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -86,8 +88,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	m := NewMain()
 	m.Stderr = stderr
-	if err := m.ParseFlags(args); err != nil {
-		fmt.Fprintln(stderr, err)
+	if err := m.ParseFlags(args); errors.Is(err, flag.ErrHelp) {
+		m.Usage(stdout)
+		return 0
+	} else if err != nil {
+		fmt.Fprintf(stderr, "%v (see payments --help)\n", err)
 		return 2
 	}
 	if err := m.Open(); err != nil {

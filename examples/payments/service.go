@@ -66,10 +66,30 @@ func NewMain() *Main {
 	return &Main{Listen: "127.0.0.1:8080", Data: "payments-data", Lease: 30 * time.Second, Stderr: os.Stderr}
 }
 
-// ParseFlags reads the command line.
+// usage is what payments --help prints before the flags.
+const usage = `Usage:
+  payments [flags]          run the payment service
+  payments pay [flags]      pay once with the six-try client (payments pay --help)
+
+Go's flag syntax: -flag and --flag are the same.
+
+Flags:
+`
+
+// ParseFlags reads the command line. On --help it returns an error that
+// wraps flag.ErrHelp.
 func (m *Main) ParseFlags(args []string) error {
+	fs := m.flags()
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("payments: %w", err)
+	}
+	return m.check(fs)
+}
+
+// flags returns the service's flag set, bound to m.
+func (m *Main) flags() *flag.FlagSet {
 	fs := flag.NewFlagSet("payments", flag.ContinueOnError)
-	fs.SetOutput(m.Stderr)
+	fs.SetOutput(io.Discard) // run reports the error, and prints the usage on --help
 	fs.StringVar(&m.Listen, "listen", m.Listen, "address of the service")
 	fs.StringVar(&m.Data, "data", m.Data, "directory of the ledger and the money ledger")
 	fs.StringVar(&m.Admin, "admin", m.Admin, "loopback address for the ledger's HTTP API (operators: spent unknown list|resolve); empty: off")
@@ -77,9 +97,20 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.DurationVar(&m.Delay, "delay", m.Delay, "hold each first execution this long before the money leaves")
 	fs.DurationVar(&m.Lease, "lease", m.Lease, "lease of the idempotency namespaces")
 	fs.BoolVar(&m.NewFence, "new-fence", m.NewFence, "first start of a data directory without a fence beside a ledger that holds records")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
+	return fs
+}
+
+// Usage writes the usage of the service and its flags, with their defaults,
+// to w.
+func (m *Main) Usage(w io.Writer) {
+	fs := NewMain().flags()
+	fs.SetOutput(w)
+	fmt.Fprint(w, usage)
+	fs.PrintDefaults()
+}
+
+// check checks the flags and arguments fs parsed.
+func (m *Main) check(fs *flag.FlagSet) error {
 	if fs.NArg() != 0 {
 		return fmt.Errorf("payments: unexpected arguments %q", fs.Args())
 	}
