@@ -487,6 +487,19 @@ func ledgerExchanges(t *testing.T, c *checker, addr string) {
 	post("/v1/get", claim, `{"namespace":"payments","key":"order-1"}`, true)
 	c.want(200, "")
 
+	// Results as text (result_text), alone and in a batch, and the two
+	// members together, which the document and the server both refuse.
+	post("/v1/claim", admin, `{"namespace":"tickets","key":"ticket-text","result_text":"admitted"}`, true)
+	c.want(200, "fresh")
+	post("/v1/claims", admin, `{"claims":[{"namespace":"tickets","key":"ticket-text-2","result_text":"é"}]}`, true)
+	c.want(200, "")
+	post("/v1/claim", claim, `{"namespace":"payments","key":"order-text"}`, true)
+	seqText := jsonOf(t, c.want(200, "fresh"))["seq"].(string)
+	post("/v1/complete", claim, `{"namespace":"payments","key":"order-text","seq":"`+seqText+`","result_text":"paid"}`, true)
+	c.want(200, "")
+	post("/v1/claim", admin, `{"namespace":"tickets","key":"ticket-both","result":"","result_text":""}`, false)
+	c.want(400, "invalid")
+
 	// Complete and release, and their conflicts.
 	post("/v1/complete", claim, `{"namespace":"payments","key":"order-1","seq":"`+seq1+`","result":""}`, true)
 	c.want(409, "not_pending")
