@@ -72,6 +72,8 @@ type NoTokenError struct {
 	Now time.Time
 }
 
+// Error says why no token could pay: none held, none worth the amount, or
+// none old enough yet (and when one will be).
 func (e *NoTokenError) Error() string {
 	switch {
 	case e.Largest == 0:

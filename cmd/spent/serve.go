@@ -205,22 +205,10 @@ func (m *Main) serve(ctx context.Context, cfg serveConfig, newFence bool) error 
 		return err
 	}
 	srv := newHTTPServer(tr.handler(handler, cfg), log)
-	addr := ln.Addr().String()
-	scheme := "http"
 	if certs != nil {
-		scheme = "https"
 		srv.TLSConfig = certs.serverConfig()
 	}
-	fmt.Fprintf(m.Stdout, "spent listening on %s://%s\n", scheme, addr)
-	st := n.Store()
-	log.Info("spent serving", "addr", addr, "tls", certs != nil, "client_ca", cfg.TLSClientCA != "", "data", cfg.Data, "store", st.Kind, "at", st.Where, "node", cfg.Ledger.Node,
-		"namespaces", strings.Join(n.Ledger().Namespaces(), ","), "tokens", len(cfg.Tokens))
-	if len(cfg.Tokens) == 0 {
-		log.Warn("auth is off: no tokens are configured, so the server is loopback-only", "addr", addr)
-	}
-	if loopback, _ := isLoopback(cfg.Listen); !loopback && certs == nil {
-		log.Warn("allow_plaintext: listening on a non-loopback address without TLS, so bearer tokens and results cross the network in the clear", "addr", addr)
-	}
+	m.announce(cfg, ln.Addr().String(), certs != nil, n, log)
 
 	bg, stopBG := context.WithCancel(context.Background())
 	defer stopBG()
@@ -241,6 +229,25 @@ func (m *Main) serve(ctx context.Context, cfg serveConfig, newFence bool) error 
 	}
 	log.Info("stopped")
 	return runErr
+}
+
+// announce prints the address the server listens on and logs what it
+// serves, with a warning for each safety it goes without.
+func (m *Main) announce(cfg serveConfig, addr string, tls bool, n *node.Node, log *slog.Logger) {
+	scheme := "http"
+	if tls {
+		scheme = "https"
+	}
+	fmt.Fprintf(m.Stdout, "spent listening on %s://%s\n", scheme, addr)
+	st := n.Store()
+	log.Info("spent serving", "addr", addr, "tls", tls, "client_ca", cfg.TLSClientCA != "", "data", cfg.Data, "store", st.Kind, "at", st.Where, "node", cfg.Ledger.Node,
+		"namespaces", strings.Join(n.Ledger().Namespaces(), ","), "tokens", len(cfg.Tokens))
+	if len(cfg.Tokens) == 0 {
+		log.Warn("auth is off: no tokens are configured, so the server is loopback-only", "addr", addr)
+	}
+	if loopback, _ := isLoopback(cfg.Listen); !loopback && !tls {
+		log.Warn("allow_plaintext: listening on a non-loopback address without TLS, so bearer tokens and results cross the network in the clear", "addr", addr)
+	}
 }
 
 // listen opens the server's listener on addr, with an error that says what
