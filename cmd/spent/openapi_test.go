@@ -23,6 +23,8 @@ import (
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 
+	"github.com/spentledger/spent"
+	spentcmd "github.com/spentledger/spent/cmd/spent"
 	"github.com/spentledger/spent/ecash"
 	sphttp "github.com/spentledger/spent/http"
 	"github.com/spentledger/spent/privacypass"
@@ -379,15 +381,12 @@ difficulty = 4
 issue_value = 20
 `
 
-// Codes the exchanges test cannot provoke through a healthy server: a bug
-// (internal) and a failing store behind the Privacy Pass and e-cash
-// surfaces. Their answers have the same shape as every other problem.
+// Codes the exchanges test cannot provoke: a bug (internal). Their answers
+// have the same shape as every other problem.
 var unprovoked = map[string]bool{
-	"LedgerProblem internal":         true,
-	"PrivacyPassProblem internal":    true,
-	"PrivacyPassProblem unavailable": true,
-	"EcashProblem internal":          true,
-	"EcashProblem unavailable":       true,
+	"LedgerProblem internal":      true,
+	"PrivacyPassProblem internal": true,
+	"EcashProblem internal":       true,
 }
 
 // TestOpenAPIExchanges sends requests of every kind to running servers
@@ -412,9 +411,12 @@ func TestOpenAPIExchanges(t *testing.T) {
 	oc.call("GET", open.Addr+"/healthz", "", "", nil, true, "Host", "evil.example:80")
 	oc.want(421, "host_not_allowed")
 
+	// A store that fails behind the Privacy Pass and e-cash surfaces.
+	fc := failingStoreExchanges(t)
+
 	// Every code of every surface was seen, bar those listed above.
 	seen := map[string]bool{}
-	for _, x := range append(c.seen, oc.seen...) {
+	for _, x := range slices.Concat(c.seen, oc.seen, fc.seen) {
 		if x.code == "" {
 			continue
 		}
@@ -816,6 +818,56 @@ func ecashExchanges(t *testing.T, c *checker, addr string) {
 	c.want(200, "")
 	c.call("POST", addr+ecash.KeysPath, bin, "", []byte{}, false)
 	c.want(404, "invalid")
+}
+
+// failingStoreExchanges starts a server whose store fails one claim of a
+// redemption and one of a spend when armed, and checks that the Privacy
+// Pass and e-cash surfaces answer them 503 unavailable, as documented.
+func failingStoreExchanges(t *testing.T) *checker {
+	pp := &FaultyStore{Method: "Claim", Namespace: privacypass.DefaultNamespace}
+	ec := &FaultyStore{Method: "Claim", Namespace: ecash.DefaultSpendNamespace}
+	s := MustServe(t, t.TempDir(), env{"SPENT_KEK": testKEK}, func(m *spentcmd.Main) {
+		m.WrapStore = func(st spent.Store) spent.Store { pp.Store = st; ec.Store = pp; return ec }
+	}, "--config", WriteConfig(t, openAPIConfig))
+	c := newChecker(t, s.Addr)
+	ctx := context.Background()
+
+	pc := &privacypass.Client{HTTPClient: c.client(), AttesterToken: attester}
+	c.call("POST", s.Addr+privacypass.RedeemPath, "", "", nil, true)
+	chs, err := privacypass.ParseChallenges(c.want(401, "token_required").header)
+	if err != nil || len(chs) == 0 {
+		t.Fatalf("challenges of a 401: %v, %v", chs, err)
+	}
+	tok, err := pc.Issue(ctx, s.Addr, &chs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	pp.Arm()
+	c.call("POST", s.Addr+privacypass.RedeemPath, "", privacypass.AuthorizationValue(tok), nil, true)
+	c.want(503, "unavailable")
+
+	path := filepath.Join(t.TempDir(), "wallet.json")
+	if err := wallet.Create(path, s.Addr); err != nil {
+		t.Fatal(err)
+	}
+	w, err := wallet.Open(path, wallet.Options{HTTPClient: c.client(), MinAge: time.Nanosecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if _, err := w.Issue(ctx); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Millisecond)
+	ec.Arm()
+	if _, _, err := w.Spend(ctx, 3); err == nil {
+		t.Fatal("spend on a failing store: got success, want an error")
+	}
+	c.want(503, "unavailable")
+	if pp.Fired() != 1 || ec.Fired() != 1 {
+		t.Fatalf("injected faults: got %d and %d, want 1 and 1", pp.Fired(), ec.Fired())
+	}
+	return c
 }
 
 // lastBody returns the body of the last request to path.
