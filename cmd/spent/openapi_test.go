@@ -754,18 +754,7 @@ func privacypassExchanges(t *testing.T, c *checker, addr string) {
 
 func ecashExchanges(t *testing.T, c *checker, addr string) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "wallet.json")
-	if err := wallet.Create(path, addr); err != nil {
-		t.Fatal(err)
-	}
-	w, err := wallet.Open(path, wallet.Options{HTTPClient: c.client(), MinAge: time.Nanosecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	if _, err := w.Issue(ctx); err != nil {
-		t.Fatal(err)
-	}
+	w := issuedWallet(t, c, addr)
 	issued := lastBody(t, c, ecash.IssuePath)
 	time.Sleep(time.Millisecond)
 	if _, _, err := w.Spend(ctx, 3); err != nil {
@@ -846,18 +835,7 @@ func failingStoreExchanges(t *testing.T) *checker {
 	c.call("POST", s.Addr+privacypass.RedeemPath, "", privacypass.AuthorizationValue(tok), nil, true)
 	c.want(503, "unavailable")
 
-	path := filepath.Join(t.TempDir(), "wallet.json")
-	if err := wallet.Create(path, s.Addr); err != nil {
-		t.Fatal(err)
-	}
-	w, err := wallet.Open(path, wallet.Options{HTTPClient: c.client(), MinAge: time.Nanosecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	if _, err := w.Issue(ctx); err != nil {
-		t.Fatal(err)
-	}
+	w := issuedWallet(t, c, s.Addr)
 	time.Sleep(time.Millisecond)
 	ec.Arm()
 	if _, _, err := w.Spend(ctx, 3); err == nil {
@@ -868,6 +846,25 @@ func failingStoreExchanges(t *testing.T) *checker {
 		t.Fatalf("injected faults: got %d and %d, want 1 and 1", pp.Fired(), ec.Fired())
 	}
 	return c
+}
+
+// issuedWallet returns a new wallet of the issuer at addr, talking through
+// c, that has issued once; it is closed with the test.
+func issuedWallet(t *testing.T, c *checker, addr string) *wallet.Wallet {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "wallet.json")
+	if err := wallet.Create(path, addr); err != nil {
+		t.Fatal(err)
+	}
+	w, err := wallet.Open(path, wallet.Options{HTTPClient: c.client(), MinAge: time.Nanosecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	if _, err := w.Issue(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return w
 }
 
 // lastBody returns the body of the last request to path.
