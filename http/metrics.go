@@ -263,6 +263,19 @@ func (s *Server) Instrument(mux *http.ServeMux) http.Handler {
 	})
 }
 
+// Route returns the route of r as the metrics label it (and as traces may
+// name it): one of the Server's own paths, else the path of the pattern of
+// mux that r matches, else "other", so that it takes no more values than
+// there are routes. mux may be nil when the Server serves alone.
+func (s *Server) Route(mux *http.ServeMux, r *http.Request) string {
+	if mux != nil {
+		if h, pattern := mux.Handler(r); h != s {
+			return patternRoute(pattern)
+		}
+	}
+	return routes[routeOf(r.URL.Path)]
+}
+
 // patternRoute returns the path of a ServeMux pattern, without its method
 // and host ("GET example.com/v1/x" gives "/v1/x"), or "other" for none (a
 // request no pattern matched).

@@ -167,3 +167,31 @@ func TestMetricsInstrument(t *testing.T) {
 		}
 	}
 }
+
+func TestRoute(t *testing.T) {
+	// Route names a request as the metrics label it: the API's own paths,
+	// the path of the pattern a request beside the API matched, and
+	// "other" for the rest, never the request's own path.
+	e := MustServe(t, sphttp.DefaultConfig())
+	mux := http.NewServeMux()
+	mux.Handle("/", e.server)
+	mux.HandleFunc("GET /extra/{id}", func(http.ResponseWriter, *http.Request) {})
+	cases := []struct {
+		mux          *http.ServeMux
+		method, path string
+		want         string
+	}{
+		{mux, http.MethodPost, "/v1/claim", "/v1/claim"},
+		{mux, http.MethodGet, "/v1/openapi.json", "/v1/openapi.json"},
+		{mux, http.MethodGet, "/extra/42", "/extra/{id}"},
+		{mux, http.MethodGet, "/no/such/path", "other"},
+		{nil, http.MethodPost, "/v1/claims", "/v1/claims"},
+		{nil, http.MethodGet, "/extra/42", "other"},
+	}
+	for _, c := range cases {
+		r := httptest.NewRequest(c.method, c.path, nil)
+		if got := e.server.Route(c.mux, r); got != c.want {
+			t.Errorf("Route(%s %s): got %q, want %q", c.method, c.path, got, c.want)
+		}
+	}
+}

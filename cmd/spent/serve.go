@@ -197,14 +197,14 @@ func (m *Main) serve(ctx context.Context, cfg serveConfig, newFence bool) error 
 		return err
 	}
 	m.onClose(n.Close)
-	handler, tokens, err := m.handler(ctx, cfg, n, reg, log)
+	handler, route, tokens, err := m.handler(ctx, cfg, n, reg, log)
 	if tokens.pp != nil {
 		defer tokens.pp.Close()
 	}
 	if err != nil {
 		return err
 	}
-	srv := newHTTPServer(tr.handler(handler, cfg), log)
+	srv := newHTTPServer(tr.handler(handler, route), log)
 	if certs != nil {
 		srv.TLSConfig = certs.serverConfig()
 	}
@@ -315,9 +315,10 @@ func (t tokenServices) run(ctx context.Context) {
 
 // handler builds the server's HTTP handler over n's ledger: the API, the
 // token services of cfg, the body budget and, without tokens, the loopback
-// guard. It returns the token services it started even on error, for the
-// caller to close.
-func (m *Main) handler(ctx context.Context, cfg serveConfig, n *node.Node, reg *prometheus.Registry, log *slog.Logger) (http.Handler, tokenServices, error) {
+// guard; and the route of a request, as the metrics count it (traces name
+// their server spans with it). It returns the token services it started
+// even on error, for the caller to close.
+func (m *Main) handler(ctx context.Context, cfg serveConfig, n *node.Node, reg *prometheus.Registry, log *slog.Logger) (http.Handler, func(*http.Request) string, tokenServices, error) {
 	var ts tokenServices
 	hc := sphttp.DefaultConfig()
 	hc.Tokens = cfg.Tokens
@@ -330,28 +331,30 @@ func (m *Main) handler(ctx context.Context, cfg serveConfig, n *node.Node, reg *
 	hc.Ready = n.Ready
 	api, err := sphttp.NewServer(n.Ledger(), hc)
 	if err != nil {
-		return nil, ts, fmt.Errorf("http server: %w", err)
+		return nil, nil, ts, fmt.Errorf("http server: %w", err)
 	}
 	var handler http.Handler = api
+	var mux *http.ServeMux // the routes beside the API's, if any
+	route := func(r *http.Request) string { return api.Route(mux, r) }
 	if cfg.Privacypass != nil || cfg.Ecash != nil {
-		mux := http.NewServeMux()
+		mux = http.NewServeMux()
 		mux.Handle("/", api)
 		if cfg.Privacypass != nil {
 			if ts.pp, err = m.startPrivacypass(ctx, cfg, n.Ledger(), log); err != nil {
-				return nil, ts, err
+				return nil, nil, ts, err
 			}
 			ts.pp.Register(mux)
 			if err := reg.Register(ts.pp.Metrics()); err != nil {
-				return nil, ts, fmt.Errorf("privacypass: metrics: %w", err)
+				return nil, nil, ts, fmt.Errorf("privacypass: metrics: %w", err)
 			}
 		}
 		if cfg.Ecash != nil {
 			if ts.ec, err = m.startEcash(cfg, n.Secret(), n.Ledger(), log); err != nil {
-				return nil, ts, err
+				return nil, nil, ts, err
 			}
 			ts.ec.Register(mux)
 			if err := reg.Register(ts.ec.Metrics()); err != nil {
-				return nil, ts, fmt.Errorf("ecash: metrics: %w", err)
+				return nil, nil, ts, fmt.Errorf("ecash: metrics: %w", err)
 			}
 		}
 		handler = api.Instrument(mux) // the routes beside the API in its metrics
@@ -361,7 +364,7 @@ func (m *Main) handler(ctx context.Context, cfg serveConfig, n *node.Node, reg *
 	// only requests addressed to a loopback name are served (see
 	// sphttp.LoopbackOnly).
 	if handler, err = sphttp.LimitBodies(handler, cfg.MaxBodies, cfg.maxBody()); err != nil {
-		return nil, ts, err
+		return nil, nil, ts, err
 	}
 	if len(cfg.Tokens) == 0 {
 		handler = sphttp.LoopbackOnly(handler)
@@ -369,7 +372,7 @@ func (m *Main) handler(ctx context.Context, cfg serveConfig, n *node.Node, reg *
 	if m.WrapHandler != nil {
 		handler = m.WrapHandler(handler)
 	}
-	return handler, ts, nil
+	return handler, route, ts, nil
 }
 
 // newHTTPServer returns the server's http.Server over handler.

@@ -10,11 +10,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/spentledger/spent"
-	"github.com/spentledger/spent/ecash"
-	sphttp "github.com/spentledger/spent/http"
 	"github.com/spentledger/spent/node"
 	"github.com/spentledger/spent/opentelemetry"
-	"github.com/spentledger/spent/privacypass"
 )
 
 // tracingFlushTimeout bounds the sending of the last spans at shutdown.
@@ -64,31 +61,13 @@ func (t tracing) node(nc *node.Config) {
 	}
 }
 
-// handler returns h in a server span per request, named after the route
-// among those cfg serves.
-func (t tracing) handler(h http.Handler, cfg serveConfig) http.Handler {
+// handler returns h in a server span per request, named after its route
+// as route gives it (the route the metrics count it under).
+func (t tracing) handler(h http.Handler, route func(*http.Request) string) http.Handler {
 	if t.tp == nil {
 		return h
 	}
-	routes := map[string]bool{}
-	for _, p := range []string{"/v1/claim", "/v1/claims", "/v1/complete", "/v1/release", "/v1/get", "/v1/unknown",
-		"/healthz", "/readyz", "/metrics", sphttp.OpenAPIPath} {
-		routes[p] = true
-	}
-	if cfg.Privacypass != nil {
-		routes[privacypass.DirectoryPath], routes[cfg.Privacypass.RequestPath], routes[privacypass.RedeemPath] = true, true, true
-	}
-	if cfg.Ecash != nil {
-		for _, p := range []string{ecash.KeysPath, ecash.ChallengePath, ecash.IssuePath, ecash.SpendPath} {
-			routes[p] = true
-		}
-	}
-	return opentelemetry.Handler(h, t.tp, func(r *http.Request) string {
-		if routes[r.URL.Path] {
-			return r.URL.Path
-		}
-		return opentelemetry.OtherRoute
-	})
+	return opentelemetry.Handler(h, t.tp, route)
 }
 
 // flush sends the spans still buffered, within tracingFlushTimeout, and
