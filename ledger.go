@@ -355,13 +355,8 @@ func (l *Ledger) Claim(ctx context.Context, c Claim) (Answer, error) {
 	if obs == nil {
 		return l.claim(ctx, c)
 	}
-	ctx, end := obs.Start(ctx, "claim", c.Namespace)
-	a, err := l.claim(ctx, c)
-	if err == nil {
-		obs.Answered(ctx, c.Namespace, a.Outcome)
-	}
-	end(err)
-	return a, err
+	return observe(ctx, obs, "claim", c.Namespace, func(ctx context.Context) (Answer, error) { return l.claim(ctx, c) },
+		func(ctx context.Context, a Answer) { obs.Answered(ctx, c.Namespace, a.Outcome) })
 }
 
 // claim is Claim without the observer.
@@ -428,13 +423,12 @@ func (l *Ledger) ClaimBatch(ctx context.Context, cs []Claim) ([]Answer, error) {
 	if obs == nil {
 		return l.claimBatch(ctx, cs)
 	}
-	ctx, end := obs.Start(ctx, "claim_batch", "")
-	out, err := l.claimBatch(ctx, cs)
-	for i := range out {
-		obs.Answered(ctx, cs[i].Namespace, out[i].Outcome)
-	}
-	end(err)
-	return out, err
+	return observe(ctx, obs, "claim_batch", "", func(ctx context.Context) ([]Answer, error) { return l.claimBatch(ctx, cs) },
+		func(ctx context.Context, out []Answer) {
+			for i := range out {
+				obs.Answered(ctx, cs[i].Namespace, out[i].Outcome)
+			}
+		})
 }
 
 // claimBatch is ClaimBatch without the observer.
@@ -614,14 +608,10 @@ func (l *Ledger) target(ctx context.Context, ns, key string, h Hash, e Ending, n
 // and the same bytes succeeds, so a completion whose answer was lost can be
 // retried; other bytes get ENotPending.
 func (l *Ledger) Complete(ctx context.Context, c Completion) (Record, error) {
-	obs := l.cfg.Observer
-	if obs == nil {
+	if l.cfg.Observer == nil {
 		return l.complete(ctx, c)
 	}
-	ctx, end := obs.Start(ctx, "complete", c.Namespace)
-	rec, err := l.complete(ctx, c)
-	end(err)
-	return rec, err
+	return observe(ctx, l.cfg.Observer, "complete", c.Namespace, func(ctx context.Context) (Record, error) { return l.complete(ctx, c) }, nil)
 }
 
 // complete is Complete without the observer.
@@ -665,13 +655,10 @@ func (l *Ledger) complete(ctx context.Context, c Completion) (Record, error) {
 // Release rolls back a fresh two-step claim: its key is forgotten, so the
 // next claim is fresh. See [Release] for who may release what.
 func (l *Ledger) Release(ctx context.Context, rel Release) error {
-	obs := l.cfg.Observer
-	if obs == nil {
+	if l.cfg.Observer == nil {
 		return l.release(ctx, rel)
 	}
-	ctx, end := obs.Start(ctx, "release", rel.Namespace)
-	err := l.release(ctx, rel)
-	end(err)
+	_, err := observe(ctx, l.cfg.Observer, "release", rel.Namespace, func(ctx context.Context) (struct{}, error) { return struct{}{}, l.release(ctx, rel) }, nil)
 	return err
 }
 
@@ -692,14 +679,10 @@ func (l *Ledger) release(ctx context.Context, rel Release) error {
 
 // Get returns the live record of key in namespace, or an ENotFound error.
 func (l *Ledger) Get(ctx context.Context, namespace, key string) (Record, error) {
-	obs := l.cfg.Observer
-	if obs == nil {
+	if l.cfg.Observer == nil {
 		return l.get(ctx, namespace, key)
 	}
-	ctx, end := obs.Start(ctx, "get", namespace)
-	rec, err := l.get(ctx, namespace, key)
-	end(err)
-	return rec, err
+	return observe(ctx, l.cfg.Observer, "get", namespace, func(ctx context.Context) (Record, error) { return l.get(ctx, namespace, key) }, nil)
 }
 
 // get is Get without the observer.
@@ -726,14 +709,12 @@ func (l *Ledger) get(ctx context.Context, namespace, key string) (Record, error)
 // keep unrelated counters apart. Over the limit, Added is false and no error
 // is returned: the caller decides what that means (a 429, say).
 func (l *Ledger) Count(ctx context.Context, scope, key string, limit uint64, expiresAt time.Time) (CountAnswer, error) {
-	obs := l.cfg.Observer
-	if obs == nil {
+	if l.cfg.Observer == nil {
 		return l.count(ctx, scope, key, limit, expiresAt)
 	}
-	ctx, end := obs.Start(ctx, "count", "")
-	a, err := l.count(ctx, scope, key, limit, expiresAt)
-	end(err)
-	return a, err
+	return observe(ctx, l.cfg.Observer, "count", "", func(ctx context.Context) (CountAnswer, error) {
+		return l.count(ctx, scope, key, limit, expiresAt)
+	}, nil)
 }
 
 // count is Count without the observer.

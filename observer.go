@@ -44,6 +44,19 @@ func Observers(obs ...Observer) Observer {
 	return list
 }
 
+// observe runs do as the operation op of namespace under obs: Start, do,
+// answered (when given, and do succeeded), then the end.
+func observe[T any](ctx context.Context, obs Observer, op, namespace string,
+	do func(context.Context) (T, error), answered func(context.Context, T)) (T, error) {
+	ctx, end := obs.Start(ctx, op, namespace)
+	v, err := do(ctx)
+	if answered != nil && err == nil {
+		answered(ctx, v)
+	}
+	end(err)
+	return v, err
+}
+
 type multiObserver []Observer
 
 func (m multiObserver) Start(ctx context.Context, op, namespace string) (context.Context, func(error)) {
