@@ -187,9 +187,9 @@ func Main(m *testing.M) int {
 // when the tests end. It logs which server is used.
 func DSN(tb testing.TB) string {
 	tb.Helper()
-	if dsn := os.Getenv(EnvDSN); dsn != "" {
-		tb.Logf("pgtest: using the server of %s: %s", EnvDSN, Redact(dsn))
-		return dsn
+	if url := os.Getenv(EnvDSN); url != "" {
+		tb.Logf("pgtest: using the server of %s: %s", EnvDSN, dsn.Redact(url))
+		return url
 	}
 	sharedMu.Lock()
 	defer sharedMu.Unlock()
@@ -222,10 +222,6 @@ func DSN(tb testing.TB) string {
 	})
 	return c.DSN()
 }
-
-// Redact returns dsn with any password replaced by "xxxxx", for logs (see
-// [dsn.Redact], which it is).
-func Redact(s string) string { return dsn.Redact(s) }
 
 // DSN returns the cluster's URL: user postgres, database postgres, over TCP
 // on the loopback address, without TLS.

@@ -90,10 +90,3 @@ func TestDSNIsSharedWithChildren(t *testing.T) {
 	}
 	query(t, dsn, "SELECT 'ok'")
 }
-
-func TestRedact(t *testing.T) {
-	got := pgtest.Redact("postgres://u:secret@h:5/db?sslmode=disable")
-	if got != "postgres://u:xxxxx@h:5/db?sslmode=disable" {
-		t.Fatalf("got %q", got)
-	}
-}
