@@ -6,19 +6,25 @@ import (
 	"time"
 )
 
-// ErrLeaseExpired is returned by [RuleEnd] when an ending that names no seq
-// (an operator's or a client's that lost it) finds the pending record's lease
+// ErrLeaseExpired is returned by [RuleEnd] when an ending for any seq
+// (Ending.AnySeq: an operator's, or a client's that lost its seq) finds the pending record's lease
 // run out and does not force: that outcome is unknown, and only an operator
-// with Force may settle it. Stores never see it: they always get a seq.
+// with Force may settle it. Stores never see it: they are always given a
+// seq.
 var ErrLeaseExpired = errors.New("spent: lease expired")
 
 // Ending is a request to end the pending claim of a key: to complete it with
 // Result, or, with Release, to forget it.
 type Ending struct {
-	// Seq is the seq of the claim being ended. Stores always give one. The
-	// zero Seq (the ledger only, for a caller that addresses the record by
-	// its key or hash) matches the record's own seq.
+	// Seq is the seq of the claim being ended. Stores always give one; no
+	// record holds the zero Seq, so a zero Seq is another claim's, unless
+	// AnySeq says otherwise.
 	Seq Seq
+	// AnySeq (the ledger only, for a caller that addresses the record by
+	// its key or hash without the seq of its claim) matches the record's own
+	// seq, whatever it is, in place of Seq; the lease then limits it (rule 4
+	// of [RuleEnd]).
+	AnySeq bool
 	// Release asks to forget the record rather than complete it.
 	Release bool
 	// Result is the completion's result; unused by a release.
@@ -37,9 +43,10 @@ type Ending struct {
 //  2. A complete record: [ErrNotPending], whatever seq it carries, unless e
 //     completes it with its seq and identical result bytes. That is a
 //     retried completion: done is true, and nothing is to be written.
-//  3. A pending record written with another seq than e.Seq: [ErrSeqMismatch].
-//  4. A pending record whose lease ran out, when e names no seq and does not
-//     force: [ErrLeaseExpired].
+//  3. A pending record written with another seq than e.Seq, unless e is
+//     for any seq (AnySeq): [ErrSeqMismatch].
+//  4. A pending record whose lease ran out, when e is for any seq and does
+//     not force: [ErrLeaseExpired].
 //
 // Otherwise done is false and err nil: the store goes on to write the ending.
 // The state is checked before the seq, so a completion that raced with a
@@ -54,13 +61,13 @@ func RuleEnd(rec *Record, now time.Time, e Ending) (done bool, err error) {
 	case rec == nil || !rec.LiveAt(now):
 		return false, ErrNotFound
 	case rec.State != StatePending:
-		if !e.Release && !e.Seq.IsZero() && rec.Seq == e.Seq && bytes.Equal(rec.Result, e.Result) {
+		if !e.Release && !e.AnySeq && rec.Seq == e.Seq && bytes.Equal(rec.Result, e.Result) {
 			return true, nil
 		}
 		return false, ErrNotPending
-	case !e.Seq.IsZero() && rec.Seq != e.Seq:
+	case !e.AnySeq && rec.Seq != e.Seq:
 		return false, ErrSeqMismatch
-	case e.Seq.IsZero() && !e.Force && rec.LeaseExpiredAt(now):
+	case e.AnySeq && !e.Force && rec.LeaseExpiredAt(now):
 		return false, ErrLeaseExpired
 	}
 	return false, nil

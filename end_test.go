@@ -77,6 +77,9 @@ func TestLedgerEnd(t *testing.T) {
 	for _, by := range []string{"ByHash", "ByKey"} {
 		t.Run(by, func(t *testing.T) {
 			for _, c := range storetest.EndCases {
+				if c.StoreOnly() {
+					continue // the ledger reads a zero seq as "any"
+				}
 				t.Run(c.Name, func(t *testing.T) {
 					f := mustOpen(t)
 					h := f.ledger.HashKey(nsEcho, "k")

@@ -636,7 +636,7 @@ func (l *Ledger) complete(ctx context.Context, c Completion) (Record, error) {
 		}
 		return rec, nil
 	}
-	r, done, err := l.target(ctx, c.Namespace, c.Key, c.Hash, Ending{Seq: c.Seq, Result: result, Force: c.Force}, now)
+	r, done, err := l.target(ctx, c.Namespace, c.Key, c.Hash, Ending{Seq: c.Seq, AnySeq: c.Seq.IsZero(), Result: result, Force: c.Force}, now)
 	if err != nil {
 		return Record{}, err
 	}
@@ -670,7 +670,7 @@ func (l *Ledger) release(ctx context.Context, rel Release) error {
 	} else if ok {
 		return storeError(l.store.Release(ctx, h, rel.Seq, now))
 	}
-	r, _, err := l.target(ctx, rel.Namespace, rel.Key, rel.Hash, Ending{Seq: rel.Seq, Release: true, Force: rel.Force}, now)
+	r, _, err := l.target(ctx, rel.Namespace, rel.Key, rel.Hash, Ending{Seq: rel.Seq, AnySeq: rel.Seq.IsZero(), Release: true, Force: rel.Force}, now)
 	if err != nil {
 		return err
 	}

@@ -31,7 +31,7 @@ func (s *Store) decideEnd(rd *round, q *endReq) error {
 	if found {
 		stored = &cur
 	}
-	done, err := ruleEnd(stored, q.now, q.e)
+	done, err := spent.RuleEnd(stored, q.now, q.e)
 	switch {
 	case err != nil:
 		return err
@@ -65,7 +65,7 @@ func (s *Store) decideEnd(rd *round, q *endReq) error {
 // written (held.go): a completion writes the complete record with its
 // expiry entry, a release forgets it.
 func (s *Store) endHeld(rd *round, q *endReq, p *spent.Record) error {
-	_, err := ruleEnd(p, q.now, q.e)
+	_, err := spent.RuleEnd(p, q.now, q.e)
 	if errors.Is(err, spent.ErrNotFound) {
 		// Expired: forgotten, as a sweep would.
 		s.dropHeld(&q.key)
@@ -93,15 +93,3 @@ func complete(rec *spent.Record, result []byte) {
 	rec.LeaseUntil = time.Time{}
 }
 
-// ruleEnd is spent.RuleEnd as a store applies it. A store is always given
-// the seq of the claim it ends, and no record holds the zero seq: a zero seq
-// names another claim than the pending record's, so it gets
-// spent.ErrSeqMismatch where RuleEnd, for the ledger, would let it match
-// the record's own seq.
-func ruleEnd(rec *spent.Record, now time.Time, e spent.Ending) (done bool, err error) {
-	done, err = spent.RuleEnd(rec, now, e)
-	if e.Seq.IsZero() && (err == nil || errors.Is(err, spent.ErrLeaseExpired)) {
-		return false, spent.ErrSeqMismatch
-	}
-	return done, err
-}

@@ -91,9 +91,16 @@ type EndCase struct {
 	Err error
 }
 
-// LedgerOnly reports whether c's ending names no seq. Stores always get a
-// seq, so such a case is for [spent.RuleEnd] and the ledger only.
-func (c *EndCase) LedgerOnly() bool { return c.Ending.Seq.IsZero() }
+// LedgerOnly reports whether c's ending is for any seq (AnySeq). Stores
+// are always given a seq, so such a case is for [spent.RuleEnd] and the
+// ledger only.
+func (c *EndCase) LedgerOnly() bool { return c.Ending.AnySeq }
+
+// StoreOnly reports whether c's ending gives the zero seq as a seq (not
+// AnySeq): a store must take it for another claim's. The ledger's API reads
+// a zero seq as "any", so such a case is for [spent.RuleEnd] and the stores
+// only.
+func (c *EndCase) StoreOnly() bool { return !c.Ending.AnySeq && c.Ending.Seq.IsZero() }
 
 // Record returns the record key holds in namespace ns in c's situation
 // when it was written at at (nil for [EndNone]), and the instant at which
@@ -135,10 +142,12 @@ var EndCases = func() []EndCase {
 		other     = spent.Ending{Seq: EndOtherSeq, Result: EndResult}
 		release   = spent.Ending{Seq: EndSeq, Release: true}
 		relOther  = spent.Ending{Seq: EndOtherSeq, Release: true}
-		noSeq     = spent.Ending{Result: EndResult}
-		noSeqF    = spent.Ending{Result: EndResult, Force: true}
-		relNoSeq  = spent.Ending{Release: true}
-		relNoSeqF = spent.Ending{Release: true, Force: true}
+		noSeq     = spent.Ending{AnySeq: true, Result: EndResult}
+		noSeqF    = spent.Ending{AnySeq: true, Result: EndResult, Force: true}
+		relNoSeq  = spent.Ending{AnySeq: true, Release: true}
+		relNoSeqF = spent.Ending{AnySeq: true, Release: true, Force: true}
+		zeroSeq   = spent.Ending{Result: EndResult}
+		relZero   = spent.Ending{Release: true}
 	)
 	return []EndCase{
 		endCase("NoneComplete", EndNone, same, false, spent.ErrNotFound),
@@ -152,6 +161,12 @@ var EndCases = func() []EndCase {
 		endCase("PendingReleaseOtherSeq", EndPending, relOther, false, spent.ErrSeqMismatch),
 		endCase("PendingCompleteWithoutSeq", EndPending, noSeq, false, nil),
 		endCase("PendingReleaseWithoutSeq", EndPending, relNoSeq, false, nil),
+		// The zero seq given as a seq is no record's: another claim's.
+		endCase("PendingCompleteZeroSeq", EndPending, zeroSeq, false, spent.ErrSeqMismatch),
+		endCase("PendingReleaseZeroSeq", EndPending, relZero, false, spent.ErrSeqMismatch),
+		endCase("LeaseOutCompleteZeroSeq", EndLeaseOut, zeroSeq, false, spent.ErrSeqMismatch),
+		endCase("LeaseOutReleaseZeroSeq", EndLeaseOut, relZero, false, spent.ErrSeqMismatch),
+		endCase("CompleteZeroSeq", EndComplete, zeroSeq, false, spent.ErrNotPending),
 
 		// The store does not judge leases when it is given the seq: the
 		// holder of the claim may end it at any time while it lives.
