@@ -92,4 +92,3 @@ func complete(rec *spent.Record, result []byte) {
 	rec.Result = append(make([]byte, 0, len(result)), result...)
 	rec.LeaseUntil = time.Time{}
 }
-
