@@ -77,7 +77,7 @@ func (s *Store) claim(rd *round, op *spent.ClaimOp, hold bool) (spent.ClaimAnswe
 		s.unindex(rd, &cur)
 	} else if !counted {
 		// Engine invariant 7: counted from the decision on.
-		s.filter.insert(fingerprint(h))
+		s.counted(fingerprint(h))
 	}
 	if hold && !found && op.Record.State == spent.StatePending && len(s.held) < maxHeld {
 		c := op.Record.Clone()

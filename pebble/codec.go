@@ -20,6 +20,9 @@ import (
 //	y/ expires_at hash                      → empty (counter expiry index)
 //	m/format                                → format version (one byte)
 //	m/filter-size                           → filter entries at the last Close (uint64, a hint)
+//	m/filter-id                             → 16 random bytes naming this store in SPENT-FILTER
+//	m/journal-floor                         → the journal up to this round was deleted (uint64)
+//	j/ round                                → fingerprints the round inserted (uint64s, filterfile.go)
 //	m/seq/ node                             → last reserved counter (uint64)
 //	m/rounds                                → number of the last round that wrote (uint64, see witness.go)
 //	m/witnessed                             → present once the store keeps a witness

@@ -94,7 +94,11 @@ import (
 //     key stored or held, so that a key it calls absent needs no read: a
 //     fingerprint is inserted when its key is decided (an extra one is only
 //     a false positive), and removed only once the round that deletes the
-//     key has been applied.
+//     key has been applied, never more often than it was inserted. While no
+//     filter is complete (s.filter nil: a build runs), nothing is called
+//     absent. A filter loaded at Open counts the keys of every round up to
+//     its save and the journal counts the rest; a built one counts its
+//     snapshot's keys, and the changes logged since (filterbuild.go).
 //  8. Rounds of their own. A sweep starts a round, so that the expiry index
 //     it walks in the database holds every earlier write; a reopen too, so
 //     that no write of its round is staged against a database it closes.
@@ -224,7 +228,7 @@ func (s *Store) decide() {
 					return
 				}
 				var ok bool
-				if r, ok = <-s.reqs; !ok {
+				if r, ok = s.next(); !ok {
 					return
 				}
 			}
@@ -254,6 +258,21 @@ func (s *Store) decide() {
 		}
 		s.seal(rd)
 		rd = nil
+		s.tendFilter()
+	}
+}
+
+// next waits for the next request, taking the filter's builds' and saves'
+// reports meanwhile; ok is false once the queue is closed.
+func (s *Store) next() (r *request, ok bool) {
+	for {
+		select {
+		case r, ok = <-s.reqs:
+			return r, ok
+		case ev := <-s.filterEvents:
+			s.filterEvent(ev)
+			s.tendFilter()
+		}
 	}
 }
 
@@ -355,6 +374,7 @@ func (s *Store) seal(rd *round) {
 		s.roundNum++
 		rd.number = s.roundNum
 		rd.set(keyRounds, be64(rd.number))
+		s.sealJournal(rd)
 		b, err := rd.build(s.db)
 		if err == nil {
 			rd.batch = b
@@ -372,12 +392,13 @@ func (s *Store) seal(rd *round) {
 			// are applied, since a failed round leaves its keys
 			// stored.
 			for _, x := range s.removals {
-				s.filter.remove(x)
+				s.uncounted(x)
 			}
 		}
 	}
 	// Engine invariant 6: the next round starts from the database alone.
 	s.removals = s.removals[:0]
+	s.journal = s.journal[:0]
 	clear(s.overlay)
 	clear(s.counters)
 	clear(s.seqs)

@@ -32,28 +32,48 @@ func (f *filter) Len() int { return f.len() }
 // Bytes returns the memory held by the table.
 func (f *filter) Bytes() int { return f.bytes() }
 
-// Table is one table of the filter: a filter in one table, as the filter was
-// before it was split, for BenchmarkFilterInsert's comparison.
-type Table = table
+// OldFilter is the existence filter before the cuckoo filter: 1,024 tables
+// of 64-bit fingerprints (filter_old_test.go), for the benchmarks that
+// compare the two.
+type OldFilter = oldFilter
 
-// NewTable returns an empty table of the smallest size.
-func NewTable() *Table {
-	t := &table{}
-	t.resize(minFilterSlots)
-	return t
-}
+// NewOldFilter returns an empty old filter sized for expect fingerprints.
+func NewOldFilter(expect int) *OldFilter { return newOldFilter(expect) }
 
 // Insert adds one occurrence of x.
-func (t *table) Insert(x uint64) { t.insert(x) }
+func (f *oldFilter) Insert(x uint64) { f.insert(x) }
 
-// Bytes returns the memory held by the table.
-func (t *table) Bytes() int { return len(t.slots) * 8 }
+// Contains reports whether x may be present.
+func (f *oldFilter) Contains(x uint64) bool { return f.contains(x) }
 
 // Len returns the number of fingerprints held.
-func (t *table) Len() int { return t.n }
+func (f *oldFilter) Len() int { return f.len() }
 
-// Slots returns the number of slots of all the filter's tables.
-func (f *filter) Slots() int { return f.slots }
+// Bytes returns the memory held by the tables.
+func (f *oldFilter) Bytes() int { return f.bytes() }
+
+// Full reports whether the filter is past the load at which a store
+// replaces it with a larger one.
+func (f *filter) Full() bool { return f.full() }
+
+// Stashed returns the number of fingerprints in the stash.
+func (f *filter) Stashed() int { return f.stash.n }
+
+// WithFilterSaveEvery returns o set to save the filter after every n
+// inserts.
+func WithFilterSaveEvery(o Options, n int) Options {
+	o.filterSaveEvery = n
+	return o
+}
+
+// SetFilterHooks sets the hooks a save calls after each chunk and a build
+// after each key (nil: none). Not safe while a store is open.
+func SetFilterHooks(save func(chunk uint64), build func(read int)) {
+	filterSaveHook, filterBuildHook = save, build
+}
+
+// FilterFile is the name of the saved filter in a store's directory.
+const FilterFile = filterFile
 
 // WithFS returns o set to use fs instead of the operating system's files.
 func WithFS(o Options, fs vfs.FS) Options {

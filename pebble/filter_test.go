@@ -15,20 +15,27 @@ import (
 func TestFilterNeverForgetsAPresentKey(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
+		size  int // the filter is made for this many keys
 		steps int
 		gen   func(rng *rand.Rand) uint64
 	}{
-		{"Uniform", 200000, func(rng *rand.Rand) uint64 { return rng.Uint64() | 1 }},
-		// Few distinct values: many duplicates of each (multiset).
-		{"Duplicates", 100000, func(rng *rand.Rand) uint64 { return uint64(1 + rng.IntN(50)) }},
-		// Values sharing their top bits share a home slot: long probe runs
-		// that wrap around the end of the table.
-		{"OneHomeSlot", 20000, func(rng *rand.Rand) uint64 { return 0xffff<<48 | uint64(1+rng.IntN(1<<20)) }},
-		{"TwoHomeSlots", 20000, func(rng *rand.Rand) uint64 { return uint64(rng.IntN(2))<<63 | uint64(1+rng.IntN(1<<20)) }},
+		{"Uniform", 100000, 200000, func(rng *rand.Rand) uint64 { return rng.Uint64() | 1 }},
+		// Made for far fewer keys than it gets: most inserts displace
+		// others, and many end in the stash.
+		{"Overfull", 1000, 100000, func(rng *rand.Rand) uint64 { return rng.Uint64() | 1 }},
+		// Few distinct values: many duplicates of each (multiset), more
+		// than two buckets hold, so the stash counts them too.
+		{"Duplicates", 10000, 100000, func(rng *rand.Rand) uint64 { return uint64(1 + rng.IntN(50)) }},
+		// Values sharing their top bits share one 16-bit fingerprint.
+		{"OneFingerprint", 10000, 20000, func(rng *rand.Rand) uint64 { return 0xffff<<48 | uint64(1+rng.IntN(1<<20)) }},
+		// Values sharing their low 32 bits share their first bucket.
+		{"OneBucket", 10000, 20000, func(rng *rand.Rand) uint64 { return uint64(1+rng.IntN(1<<20))<<40 | 12345 }},
+		// A zero fingerprint field (top 16 bits) is stored as 1.
+		{"ZeroTopBits", 10000, 20000, func(rng *rand.Rand) uint64 { return uint64(1 + rng.IntN(1<<40)) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(1, 1))
-			f := pebble.NewFilter(0)
+			f := pebble.NewFilter(tc.size)
 			model := map[uint64]int{}
 			var present []uint64 // with repetition, one per occurrence
 			total := 0
@@ -89,20 +96,58 @@ func TestFilterNeverForgetsAPresentKey(t *testing.T) {
 	}
 }
 
-func TestFilterLoad(t *testing.T) {
-	f := pebble.NewFilter(0)
-	rng := rand.New(rand.NewPCG(2, 2))
-	for i := 1; i <= 1<<20; i++ {
-		f.Insert(rng.Uint64() | 1)
-		if load := float64(f.Len()) / float64(f.Slots()); load > 0.75 {
-			t.Fatalf("%d entries: load %.3f above 3/4", i, load)
+// TestFilterMemory fills filters made for n keys with n uniform
+// fingerprints: they must not be full (no larger filter needed), must
+// place them all in buckets, and must take at most 4 bytes a key, the
+// issue's bound, and at least the 2 bytes a 16-bit fingerprint needs.
+func TestFilterMemory(t *testing.T) {
+	for _, n := range []int{1000, 100000, 1000000} {
+		f := pebble.NewFilter(n)
+		rng := rand.New(rand.NewPCG(uint64(n), 4))
+		for range n {
+			f.Insert(rng.Uint64() | 1)
+		}
+		perKey := float64(f.Bytes()) / float64(n)
+		if f.Full() || perKey > 4 || perKey < 2 {
+			t.Errorf("NewFilter(%d) after %d inserts: full %v, %.2f bytes a key", n, n, f.Full(), perKey)
+		}
+		if f.Stashed() != 0 {
+			t.Errorf("NewFilter(%d) after %d inserts: %d fingerprints in the stash", n, n, f.Stashed())
 		}
 	}
-	if got, want := f.Bytes(), 8*f.Slots(); got != want {
-		t.Fatalf("Bytes() = %d, want %d", got, want)
+	// Filled to the load at which a store replaces it: still under 4
+	// bytes a key and, on these keys, nothing stashed.
+	f := pebble.NewFilter(1000000)
+	rng := rand.New(rand.NewPCG(9, 9))
+	n := 0
+	for !f.Full() {
+		f.Insert(rng.Uint64() | 1)
+		n++
 	}
-	if f := pebble.NewFilter(1000000); f.Slots() != 1<<21 {
-		t.Fatalf("NewFilter(1e6): got %d slots, want %d", f.Slots(), 1<<21)
+	if perKey := float64(f.Bytes()) / float64(n); perKey > 4 || f.Stashed() != 0 {
+		t.Errorf("full at %d keys: %.2f bytes a key, %d stashed", n, perKey, f.Stashed())
+	}
+}
+
+// TestFilterFalsePositives measures how often absent keys are called
+// present in a filter at the load a store replaces it: the design bound is
+// 2 x 4 / 2^16 (about 1.2e-4); over 10^6 lookups the test allows 3e-4.
+func TestFilterFalsePositives(t *testing.T) {
+	f := pebble.NewFilter(1000000)
+	rng := rand.New(rand.NewPCG(5, 5))
+	for !f.Full() {
+		f.Insert(rng.Uint64() | 1)
+	}
+	other := rand.New(rand.NewPCG(6, 6))
+	fp := 0
+	const lookups = 1000000
+	for range lookups {
+		if f.Contains(other.Uint64() | 1) {
+			fp++
+		}
+	}
+	if rate := float64(fp) / lookups; rate > 3e-4 {
+		t.Fatalf("false-positive rate %.2g over %d lookups", rate, lookups)
 	}
 }
 
@@ -120,36 +165,30 @@ func TestFingerprintSpreadsNonUniformKeys(t *testing.T) {
 	}
 }
 
-// BenchmarkFilterInsert inserts b.N fresh fingerprints into an empty filter
-// (1,024 tables) and, side by side, into one table of the same kind (the
-// filter before it was split), and reports the mean cost of an insert and
-// the longest single insert: the longest pause a resize gives the decision
-// goroutine.
+// BenchmarkFilter compares the cuckoo filter with the table of 64-bit
+// fingerprints it replaced (OldFilter), side by side in one run: inserts of
+// fresh fingerprints into a filter made for them (with the longest single
+// insert, the decision goroutine's longest pause), lookups of stored keys
+// (Hit) and of absent ones (Miss), and the bytes a key each takes.
 //
-//	go test ./pebble -run '^$' -bench FilterInsert -benchtime 4000000x -count 2
-func BenchmarkFilterInsert(b *testing.B) {
-	type inserter interface {
+//	go test ./pebble -run '^$' -bench 'Filter$' -benchtime 4000000x -count 3
+func BenchmarkFilter(b *testing.B) {
+	type set interface {
 		Insert(uint64)
+		Contains(uint64) bool
 		Bytes() int
 		Len() int
 	}
+	const keys = 4 << 20
 	for _, c := range []struct {
 		name string
-		make func() inserter
+		make func() set
 	}{
-		{"Filter", func() inserter { return pebble.NewFilter(0) }},
-		{"OneTable", func() inserter { return pebble.NewTable() }},
+		{"Cuckoo", func() set { return pebble.NewFilter(keys) }},
+		{"OldFilter", func() set { return pebble.NewOldFilter(keys) }},
 	} {
-		b.Run(c.name, func(b *testing.B) {
-			rng := rand.New(rand.NewPCG(3, 3))
-			xs := make([]uint64, b.N)
-			for i := range xs {
-				// Uniform in all bits, as fingerprints are (not
-				// "| 1", which would use half the tables).
-				if xs[i] = rng.Uint64(); xs[i] == 0 {
-					xs[i] = 1
-				}
-			}
+		b.Run("Insert/"+c.name, func(b *testing.B) {
+			xs := uniform(b.N, 3)
 			f := c.make()
 			var longest time.Duration
 			b.ResetTimer()
@@ -161,31 +200,40 @@ func BenchmarkFilterInsert(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(longest.Nanoseconds())/1e3, "max-µs/insert")
-			b.ReportMetric(float64(f.Bytes())/float64(f.Len()), "B/fingerprint")
+			b.ReportMetric(float64(f.Bytes())/float64(f.Len()), "B/key")
 		})
+		f := c.make()
+		stored := uniform(keys, 7)
+		for _, x := range stored {
+			f.Insert(x)
+		}
+		absent := uniform(keys, 8)
+		for _, lookup := range []struct {
+			name string
+			xs   []uint64
+		}{{"Hit", stored}, {"Miss", absent}} {
+			b.Run("Contains"+lookup.name+"/"+c.name, func(b *testing.B) {
+				found := 0
+				for i := range b.N {
+					if f.Contains(lookup.xs[i%keys]) {
+						found++
+					}
+				}
+				b.ReportMetric(float64(found)/float64(b.N), "found/op")
+				b.ReportMetric(float64(f.Bytes())/float64(f.Len()), "B/key")
+			})
+		}
 	}
 }
 
-// TestFilterSizedUpFrontDoesNotGrow fills a filter made for n fingerprints
-// with n of them: no table may have had to grow.
-func TestFilterSizedUpFrontDoesNotGrow(t *testing.T) {
-	// 778,240 is 760 a table: just under a table's 3/4 of 1,024 slots, so
-	// the tables that draw more than their share would grow without slack.
-	for _, n := range []int{1000, 100000, 778240, 1000000} {
-		f := pebble.NewFilter(n)
-		slots := f.Slots()
-		rng := rand.New(rand.NewPCG(uint64(n), 4))
-		for range n {
-			// Fingerprints are uniform in all their bits (not "| 1",
-			// which would leave the tables of even low bits empty).
-			x := rng.Uint64()
-			if x == 0 {
-				x = 1
-			}
-			f.Insert(x)
-		}
-		if f.Slots() != slots {
-			t.Errorf("NewFilter(%d) then %d inserts: %d slots, was %d: a table grew", n, n, f.Slots(), slots)
+// uniform returns n fingerprints uniform in all their bits, none zero.
+func uniform(n int, seed uint64) []uint64 {
+	rng := rand.New(rand.NewPCG(seed, seed))
+	xs := make([]uint64, n)
+	for i := range xs {
+		if xs[i] = rng.Uint64(); xs[i] == 0 {
+			xs[i] = 1
 		}
 	}
+	return xs
 }

@@ -24,7 +24,7 @@ const maxHeld = 1 << 16
 // filter forgets h at once.
 func (s *Store) dropHeld(h *spent.Hash) {
 	delete(s.held, *h)
-	s.filter.remove(fingerprint(h))
+	s.uncounted(fingerprint(h))
 }
 
 // forgetHeld forgets the held records that expired by now (whose caller

@@ -57,6 +57,8 @@ func Open(dir string, opts Options) (*Store, error) {
 		free:     make(chan struct{}, syncSlots),
 		done:     make(chan struct{}),
 		closing:  make(chan struct{}),
+
+		filterEvents: make(chan filterEvent, 2),
 	}
 	for range syncSlots {
 		s.free <- struct{}{}
@@ -230,15 +232,18 @@ func (s *Store) getUint64(key []byte) (uint64, error) {
 	return binary.BigEndian.Uint64(v), nil
 }
 
-// init checks the format marker (writing it into a new store) and rebuilds
-// the filter.
+// init checks the format marker (writing it into a new store) and gives
+// the store its filter (filterbuild.go). A reopen keeps the filter it has:
+// it counts every key the store may hold, and more.
 func (s *Store) init() error {
+	created := false
 	v, closer, err := s.db.Get(keyFormat)
 	switch {
 	case errors.Is(err, pdb.ErrNotFound):
 		if err := s.db.Set(keyFormat, []byte{formatVersion}, pdb.Sync); err != nil {
 			return fmt.Errorf("pebble: open: %w", err)
 		}
+		created = true
 	case err != nil:
 		return fmt.Errorf("pebble: open: %w", err)
 	default:
@@ -248,36 +253,11 @@ func (s *Store) init() error {
 			return fmt.Errorf("%w: format version %x, want %d", ErrCorrupt, v, formatVersion)
 		}
 	}
-	// Size the filter for what the store held at its last Close, so that
-	// the rebuild does not double the table again and again.
-	expect := s.opts.ExpectedRecords
-	if v, closer, err := s.db.Get(keySizeHint); err == nil {
-		if len(v) == 8 {
-			expect = max(expect, int(min(binary.BigEndian.Uint64(v), 1<<31)))
-		}
-		closer.Close()
-	}
-	s.filter = newFilter(expect)
 	s.sweepFrom = append(s.sweepFrom[:0], prefixExpiry...)
-	it, err := s.db.NewIter(&pdb.IterOptions{
-		LowerBound: []byte(prefixRecord),
-		UpperBound: prefixEnd(prefixRecord),
-	})
-	if err != nil {
-		return fmt.Errorf("pebble: open: %w", err)
-	}
-	for ok := it.First(); ok; ok = it.Next() {
-		k := it.Key()
-		if len(k) != recordKeyLen {
-			it.Close()
-			return fmt.Errorf("%w: record key %x", ErrCorrupt, k)
+	if s.filter == nil {
+		if err := s.initFilter(created); err != nil {
+			return err
 		}
-		var h spent.Hash
-		copy(h[:], k[len(prefixRecord):])
-		s.filter.insert(fingerprint(&h))
-	}
-	if err := it.Close(); err != nil {
-		return fmt.Errorf("pebble: open: rebuilding filter: %w", err)
 	}
 	s.publishFilter()
 	return nil

@@ -47,6 +47,9 @@ type Options struct {
 	// plainWAL turns off the WAL zero-filling (prefill.go), for the
 	// benchmark that measures what it gains.
 	plainWAL bool
+	// filterSaveEvery, when set, saves the filter after this many inserts
+	// instead of the default (tests).
+	filterSaveEvery int
 }
 
 // DefaultOptions returns the options Open is meant to run with: a filter that

@@ -24,8 +24,12 @@ import (
 
 // TestMain runs the tests, unless SPENT_HOLD_DIR is set: then the test
 // binary is TestDirectoryIsLocked's other process, which opens the store in
-// that directory, says so, and waits to be killed.
+// that directory, says so, and waits to be killed; or SPENT_FILTER_CHILD:
+// then it is filterChild (filtersave_test.go).
 func TestMain(m *testing.M) {
+	if mode := os.Getenv("SPENT_FILTER_CHILD"); mode != "" {
+		filterChild(mode, os.Getenv("SPENT_FILTER_DIR"))
+	}
 	if dir := os.Getenv("SPENT_HOLD_DIR"); dir != "" {
 		if _, err := pebble.Open(dir, pebble.DefaultOptions()); err != nil {
 			fmt.Println(err)

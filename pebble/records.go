@@ -63,7 +63,7 @@ func (s *Store) lookupLimit(h *spent.Hash, limit int) (rec spent.Record, omitted
 		return *p, 0, true, true, nil
 	}
 	// Engine invariant 7: a key the filter calls absent is not stored.
-	if !s.filter.contains(fingerprint(h)) {
+	if !s.mayHold(fingerprint(h)) {
 		s.stats.filterSkips.Add(1)
 		return rec, 0, false, false, nil
 	}

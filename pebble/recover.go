@@ -135,6 +135,9 @@ func (s *Store) reopenDB() error {
 	}()
 	s.dbMu.Lock()
 	defer s.dbMu.Unlock()
+	// A build reads a snapshot of the database it closes: it stops, and
+	// the next starts once the store serves again (tendFilter).
+	s.stopFilterWork()
 	if s.db != nil {
 		if err := s.db.Close(); err != nil {
 			s.log.Debug("pebble: closing the failed database", "err", err)

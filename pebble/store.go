@@ -38,13 +38,22 @@ type Store struct {
 	refused atomic.Uint64 // calls refused since the store failed
 
 	// Owned by the decision goroutine (engine invariant 1, engine.go).
-	filter    *filter
-	overlay   map[spent.Hash]*spent.Record      // this round's writes; nil means deleted
-	seqs      map[uint32]uint64                 // this round's seq reservations
-	removals  []uint64                          // filter removals once this round applies
-	counters  map[spent.Hash]*spent.CountAnswer // this round's counter writes; nil means deleted
-	sweepFrom []byte                            // no expiry-index key sorts before it
-	roundNum  uint64                            // the number of the last round that wrote (see witness.go)
+	filter     *filter // nil while none counts every stored key (filterbuild.go)
+	flog       []filterOp
+	build      *filterBuild
+	save       *filterSave
+	journal    []byte    // this round's inserted fingerprints (filterfile.go)
+	trimTo     uint64    // the journal up to this round may go: a save covering it is durable
+	unsaved    int       // fingerprints inserted since the last save began
+	savedAt    time.Time // when the last save began
+	buildAfter time.Time // no build before then (after a failed one)
+	filterIDv  [16]byte
+	overlay    map[spent.Hash]*spent.Record      // this round's writes; nil means deleted
+	seqs       map[uint32]uint64                 // this round's seq reservations
+	removals   []uint64                          // filter removals once this round applies
+	counters   map[spent.Hash]*spent.CountAnswer // this round's counter writes; nil means deleted
+	sweepFrom  []byte                            // no expiry-index key sorts before it
+	roundNum   uint64                            // the number of the last round that wrote (see witness.go)
 	// held are the records of fresh Early claims of new keys, kept in
 	// memory only until their Complete (which writes the complete record),
 	// their Release (which forgets it) or the first other request that
@@ -54,20 +63,24 @@ type Store struct {
 	kbuf []byte // scratch key
 	vbuf []byte // scratch value
 
-	rounds    chan *round               // decided rounds, in order, to the waiter
-	free      chan struct{}             // sync slots: a round is sealed only with one
-	last      atomic.Pointer[syncPoint] // the latest round with writes, stored before it applies
-	failed    atomic.Pointer[error]     // the first apply or sync failure: the store then fails closed
-	done      chan struct{}             // closed when the waiter has finished
-	closeOnce sync.Once
-	closeErr  error
-	purgeAt   purgecursor.Cursor[[]byte] // the last record key a Purge looked at (purge.go)
+	filterEvents chan filterEvent          // builds' and saves' reports (filterbuild.go)
+	rounds       chan *round               // decided rounds, in order, to the waiter
+	free         chan struct{}             // sync slots: a round is sealed only with one
+	last         atomic.Pointer[syncPoint] // the latest round with writes, stored before it applies
+	failed       atomic.Pointer[error]     // the first apply or sync failure: the store then fails closed
+	done         chan struct{}             // closed when the waiter has finished
+	closeOnce    sync.Once
+	closeErr     error
+	purgeAt      purgecursor.Cursor[[]byte] // the last record key a Purge looked at (purge.go)
 
 	stats struct {
 		filterEntries, filterBytes      atomic.Int64
 		rounds, claims, inserted, syncs atomic.Uint64
 		filterSkips, reads, swept       atomic.Uint64
 		held                            atomic.Uint64
+		filterBuilds, filterSaves       atomic.Uint64
+		filterRefused                   atomic.Uint64
+		filterBuilding                  atomic.Bool
 	}
 }
 
@@ -111,9 +124,29 @@ type Stats struct {
 	// Held is the number of fresh Early claims held in memory instead of
 	// written (see [spent.ClaimOp].Early).
 	Held uint64
+	// FilterBuilding is true while the existence filter is built from the
+	// record keys in the background: when FilterEntries is zero too, no
+	// filter is complete yet and every lookup reads pebble.
+	FilterBuilding bool
+	// FilterBuilds is the number of filters built from the record keys
+	// since Open: at Open when no saved filter could be trusted, and when
+	// the filter filled up and a larger one replaced it.
+	FilterBuilds uint64
+	// FilterSaves is the number of periodic saves of the filter that
+	// completed (the one at Close aside).
+	FilterSaves uint64
+	// FilterRefused is 1 when Open found a saved filter it could not trust
+	// (damaged, older than the store's journal, or missing stored keys)
+	// and rebuilt it instead.
+	FilterRefused uint64
 }
 
 func (s *Store) publishFilter() {
+	if s.filter == nil {
+		s.stats.filterEntries.Store(0)
+		s.stats.filterBytes.Store(0)
+		return
+	}
 	s.stats.filterEntries.Store(int64(s.filter.len()))
 	s.stats.filterBytes.Store(int64(s.filter.bytes()))
 }
@@ -122,16 +155,20 @@ func (s *Store) publishFilter() {
 func (s *Store) Stats() Stats {
 	st := &s.stats
 	return Stats{
-		FilterEntries: st.filterEntries.Load(),
-		FilterBytes:   st.filterBytes.Load(),
-		Rounds:        st.rounds.Load(),
-		Claims:        st.claims.Load(),
-		Inserted:      st.inserted.Load(),
-		Syncs:         st.syncs.Load(),
-		FilterSkips:   st.filterSkips.Load(),
-		Reads:         st.reads.Load(),
-		Swept:         st.swept.Load(),
-		Held:          st.held.Load(),
+		FilterEntries:  st.filterEntries.Load(),
+		FilterBytes:    st.filterBytes.Load(),
+		Rounds:         st.rounds.Load(),
+		Claims:         st.claims.Load(),
+		Inserted:       st.inserted.Load(),
+		Syncs:          st.syncs.Load(),
+		FilterSkips:    st.filterSkips.Load(),
+		Reads:          st.reads.Load(),
+		Swept:          st.swept.Load(),
+		Held:           st.held.Load(),
+		FilterBuilding: st.filterBuilding.Load(),
+		FilterBuilds:   st.filterBuilds.Load(),
+		FilterSaves:    st.filterSaves.Load(),
+		FilterRefused:  st.filterRefused.Load(),
 	}
 }
 
@@ -373,7 +410,11 @@ func (s *Store) Close() error {
 			s.closeErr = errors.Join(s.failure(), s.witness.close())
 			return
 		}
-		if s.failure() == nil {
+		s.stopFilterWork()
+		if err := s.saveOnClose(); err != nil {
+			s.closeErr = err
+		}
+		if s.failure() == nil && s.filter != nil {
 			// Only a hint for the next Open: it need not be synced.
 			hint := be64(uint64(s.filter.len()))
 			if err := s.db.Set(keySizeHint, hint, pdb.NoSync); err != nil {

@@ -1,0 +1,338 @@
+package pebble
+
+import (
+	"bufio"
+	"bytes"
+	crand "crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"math/rand/v2"
+
+	pdb "github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/spentledger/spent"
+)
+
+// The persisted filter, and its journal.
+//
+// A save writes the filter to filterFile as it stood between two rounds,
+// with the number R of the last round sealed before it: the file counts
+// every key inserted by rounds up to R. Every round that inserts keys also
+// writes their fingerprints under j/<round>, in its own batch, so that the
+// records and their journal entry are durable together. Open loads the
+// file, inserts the fingerprints of the journal entries of rounds after R,
+// and has a filter that counts every stored key, without reading one record
+// key: after a clean Close (which saves last) and after a crash (the last
+// periodic save, then the journal since) alike. Removals are not journaled:
+// a key removed since R stays counted, which costs a needless read, never a
+// wrong answer.
+//
+// Once a file covering R is durable, the journal up to R is deleted and
+// m/journal-floor records R, so that a file older than R (a copy put back)
+// is refused: the journal it would need is gone. A file is also refused when
+// its checksum, its store id (m/filter-id, random per store) or its round
+// disagrees with the store, and when a sample of stored keys is not all in
+// it. A refused file means a rebuild from the record keys, in the
+// background (filterbuild.go): the store never trusts a filter it cannot
+// show to count every stored key.
+
+// filterFile is the persisted filter, in the store's directory.
+const filterFile = "SPENT-FILTER"
+
+// filterMagic starts the file; the version follows it.
+const (
+	filterMagic   = "spentflt"
+	filterVersion = 1
+	// filterHeaderLen: magic, version, id, round, n, m, stash length.
+	filterHeaderLen = 8 + 4 + 16 + 8*4
+	// verifySample is how many stored keys a loaded filter must count.
+	verifySample = 4096
+)
+
+var (
+	keyFilterID     = []byte(prefixMeta + "filter-id")
+	keyJournalFloor = []byte(prefixMeta + "journal-floor")
+	prefixJournal   = "j/"
+	castagnoli      = crc32.MakeTable(crc32.Castagnoli)
+)
+
+// journalKey returns the key of round n's journal entry.
+func journalKey(n uint64) []byte {
+	return binary.BigEndian.AppendUint64([]byte(prefixJournal), n)
+}
+
+// filterImage is what a save writes: a filter's header, captured between
+// rounds by the decision goroutine, and its buckets, read through snap.
+type filterImage struct {
+	id    [16]byte
+	round uint64
+	n     int
+	m     uint64
+	stash []uint64 // stash keys, with repetition
+	f     *filter
+	snap  *filterSnapshot
+}
+
+// capture returns the image of f as it is now, and starts copy-on-write on
+// it: f's buckets may change from here on.
+func capture(f *filter, id [16]byte, round uint64) *filterImage {
+	img := &filterImage{id: id, round: round, n: f.n, m: f.m, f: f,
+		snap: &filterSnapshot{kept: map[uint64][]uint64{}}}
+	for _, x := range f.stash.slots {
+		if x != 0 {
+			img.stash = append(img.stash, x)
+		}
+	}
+	f.cow = img.snap
+	return img
+}
+
+// write writes the image to path through a temporary file, synced and
+// renamed into place, the directory synced: a crash leaves the previous
+// file or this one, whole. hook, if set, is called after each chunk
+// (tests use it to stop a save half-way). stop ends the save early.
+func (img *filterImage) write(fs vfs.FS, dir string, stop <-chan struct{}, hook func(chunk uint64)) error {
+	path := fs.PathJoin(dir, filterFile)
+	tmp := path + ".tmp"
+	out, err := fs.Create(tmp, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		return err
+	}
+	err = img.encode(out, stop, hook)
+	if err == nil {
+		err = out.Sync()
+	}
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = fs.Rename(tmp, path)
+	}
+	if err == nil {
+		return syncDir(fs, dir)
+	}
+	fs.Remove(tmp)
+	return err
+}
+
+// errSaveStopped is returned by a save that was told to stop.
+var errSaveStopped = errors.New("pebble: filter save stopped")
+
+// encode writes the image's bytes, then their CRC-32C.
+func (img *filterImage) encode(out io.Writer, stop <-chan struct{}, hook func(chunk uint64)) error {
+	w := bufio.NewWriterSize(out, 1<<20)
+	crc := crc32.New(castagnoli)
+	mw := io.MultiWriter(w, crc)
+	hdr := make([]byte, 0, filterHeaderLen+8*len(img.stash))
+	hdr = append(hdr, filterMagic...)
+	hdr = binary.LittleEndian.AppendUint32(hdr, filterVersion)
+	hdr = append(hdr, img.id[:]...)
+	for _, v := range []uint64{img.round, uint64(img.n), img.m, uint64(len(img.stash))} {
+		hdr = binary.LittleEndian.AppendUint64(hdr, v)
+	}
+	for _, x := range img.stash {
+		hdr = binary.LittleEndian.AppendUint64(hdr, x)
+	}
+	if _, err := mw.Write(hdr); err != nil {
+		return err
+	}
+	var words []uint64
+	var buf []byte
+	for c := uint64(0); c*snapshotChunk < img.m; c++ {
+		select {
+		case <-stop:
+			return errSaveStopped
+		default:
+		}
+		words = img.snap.read(img.f.buckets, c, words[:0])
+		buf = buf[:0]
+		for _, x := range words {
+			buf = binary.LittleEndian.AppendUint64(buf, x)
+		}
+		if _, err := mw.Write(buf); err != nil {
+			return err
+		}
+		if hook != nil {
+			hook(c)
+		}
+	}
+	if _, err := w.Write(binary.LittleEndian.AppendUint32(nil, crc.Sum32())); err != nil {
+		return err
+	}
+	return w.Flush()
+}
+
+// readFilter reads the file at path, checks its checksum and id, and
+// returns the filter it holds and the round it covers.
+func readFilter(fs vfs.FS, path string, id [16]byte) (*filter, uint64, error) {
+	in, err := fs.Open(path)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer in.Close()
+	st, err := in.Stat()
+	if err != nil {
+		return nil, 0, err
+	}
+	size := st.Size()
+	r := bufio.NewReaderSize(in, 1<<20)
+	crc := crc32.New(castagnoli)
+	tr := io.TeeReader(r, crc)
+	hdr := make([]byte, filterHeaderLen)
+	if _, err := io.ReadFull(tr, hdr); err != nil {
+		return nil, 0, fmt.Errorf("short header: %w", err)
+	}
+	if string(hdr[:8]) != filterMagic || binary.LittleEndian.Uint32(hdr[8:]) != filterVersion {
+		return nil, 0, errors.New("not a filter file of this version")
+	}
+	if !bytes.Equal(hdr[12:28], id[:]) {
+		return nil, 0, errors.New("written for another store (its filter id differs)")
+	}
+	round := binary.LittleEndian.Uint64(hdr[28:])
+	n := binary.LittleEndian.Uint64(hdr[36:])
+	m := binary.LittleEndian.Uint64(hdr[44:])
+	ns := binary.LittleEndian.Uint64(hdr[52:])
+	if m < 1 || m > 1<<40 || ns > 1<<40 || int64(filterHeaderLen+8*(ns+m)+4) != size {
+		return nil, 0, fmt.Errorf("its size, %d bytes, disagrees with its header", size)
+	}
+	f := newFilterBuckets(m)
+	word := make([]byte, 8)
+	for range ns {
+		if _, err := io.ReadFull(tr, word); err != nil {
+			return nil, 0, err
+		}
+		f.stash.insert(binary.LittleEndian.Uint64(word))
+	}
+	buf := make([]byte, 8*snapshotChunk)
+	for i := uint64(0); i < m; i += snapshotChunk {
+		b := buf[:8*min(snapshotChunk, m-i)]
+		if _, err := io.ReadFull(tr, b); err != nil {
+			return nil, 0, err
+		}
+		for j := range len(b) / 8 {
+			f.buckets[i+uint64(j)] = binary.LittleEndian.Uint64(b[8*j:])
+		}
+	}
+	f.n = int(n)
+	sum := crc.Sum32()
+	if _, err := io.ReadFull(r, word[:4]); err != nil {
+		return nil, 0, err
+	}
+	if binary.LittleEndian.Uint32(word) != sum {
+		return nil, 0, errors.New("its checksum does not match: the file is damaged")
+	}
+	return f, round, nil
+}
+
+// filterID returns the store's filter id, creating it in a store that has
+// none (a new store, or one from before filters were saved).
+func (s *Store) filterID() ([16]byte, error) {
+	var id [16]byte
+	v, closer, err := s.db.Get(keyFilterID)
+	if err == nil {
+		ok := len(v) == len(id)
+		copy(id[:], v)
+		closer.Close()
+		if !ok {
+			return id, fmt.Errorf("%w: %s holds %d bytes", ErrCorrupt, keyFilterID, len(v))
+		}
+		return id, nil
+	}
+	if !errors.Is(err, pdb.ErrNotFound) {
+		return id, err
+	}
+	crand.Read(id[:])
+	return id, s.db.Set(keyFilterID, id[:], pdb.Sync)
+}
+
+// loadFilter loads the saved filter and brings it up to date from the
+// journal, or explains why it cannot be trusted. It returns the number of
+// journal fingerprints it inserted.
+func (s *Store) loadFilter(id [16]byte) (*filter, int, error) {
+	f, round, err := readFilter(s.fs, s.fs.PathJoin(s.dir, filterFile), id)
+	if err != nil {
+		return nil, 0, err
+	}
+	floor, err := s.getUint64(keyJournalFloor)
+	if err != nil {
+		return nil, 0, err
+	}
+	switch {
+	case round < floor:
+		return nil, 0, fmt.Errorf("it covers round %d, but the journal since then was deleted up to round %d: it is older than the last save", round, floor)
+	case round > s.roundNum:
+		return nil, 0, fmt.Errorf("it covers round %d, but the store's last round is %d: the store is older than the file", round, s.roundNum)
+	}
+	replayed, err := s.replayJournal(f, round)
+	if err != nil {
+		return nil, 0, err
+	}
+	if err := s.verifyFilter(f); err != nil {
+		return nil, 0, err
+	}
+	return f, replayed, nil
+}
+
+// replayJournal inserts into f the fingerprints journaled by rounds after
+// round.
+func (s *Store) replayJournal(f *filter, round uint64) (int, error) {
+	it, err := s.db.NewIter(&pdb.IterOptions{
+		LowerBound: journalKey(round + 1),
+		UpperBound: prefixEnd(prefixJournal),
+	})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		v := it.Value()
+		if len(v)%8 != 0 {
+			it.Close()
+			return 0, fmt.Errorf("%w: journal entry %x holds %d bytes", ErrCorrupt, it.Key(), len(v))
+		}
+		for i := 0; i < len(v); i += 8 {
+			f.insert(binary.LittleEndian.Uint64(v[i:]))
+		}
+		n += len(v) / 8
+	}
+	return n, it.Close()
+}
+
+// verifyFilter checks that f counts a sample of the stored keys: up to
+// verifySample record keys, read in runs from random places. A store with
+// fewer records has all of them checked.
+func (s *Store) verifyFilter(f *filter) error {
+	it, err := s.db.NewIter(&pdb.IterOptions{
+		LowerBound: []byte(prefixRecord),
+		UpperBound: prefixEnd(prefixRecord),
+	})
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	const runs, run = 64, verifySample / 64
+	for range runs {
+		var h spent.Hash
+		for i := range h {
+			h[i] = byte(rand.Uint32())
+		}
+		ok := it.SeekGE(recordKey(&h))
+		if !ok {
+			ok = it.First()
+		}
+		for i := 0; ok && i < run; i, ok = i+1, it.Next() {
+			k := it.Key()
+			if len(k) != recordKeyLen {
+				return fmt.Errorf("%w: record key %x", ErrCorrupt, k)
+			}
+			copy(h[:], k[len(prefixRecord):])
+			if !f.contains(fingerprint(&h)) {
+				return fmt.Errorf("it does not count the stored key %s", h)
+			}
+		}
+	}
+	return it.Error()
+}
