@@ -66,6 +66,13 @@ func WithFilterSaveEvery(o Options, n int) Options {
 	return o
 }
 
+// WithoutJournal returns o set to write no filter journal, as a spent of
+// before the journal did.
+func WithoutJournal(o Options) Options {
+	o.noJournal = true
+	return o
+}
+
 // SetFilterHooks sets the hooks a save calls after each chunk and a build
 // after each key (nil: none). Not safe while a store is open.
 func SetFilterHooks(save func(chunk uint64), build func(read int)) {

@@ -339,10 +339,12 @@ func (s *Store) startSave() {
 	}()
 }
 
-// sealJournal stages, in a round that writes, its journal entry and the
-// deletion of the journal a durable save has made useless.
+// sealJournal stages, in a round that writes, its journal entry (empty if
+// it inserted nothing: every round that writes has one, so that a gap shows
+// rounds written by something that kept no journal) and the deletion of the
+// journal a durable save has made useless.
 func (s *Store) sealJournal(rd *round) {
-	if len(s.journal) > 0 {
+	if !s.opts.noJournal {
 		rd.set(journalKey(rd.number), s.journal)
 	}
 	if s.trimTo > 0 {

@@ -287,7 +287,14 @@ func (s *Store) replayJournal(f *filter, round uint64) (int, error) {
 		return 0, err
 	}
 	n := 0
+	want := round + 1
 	for ok := it.First(); ok; ok = it.Next() {
+		k := it.Key()
+		if len(k) != len(prefixJournal)+8 || binary.BigEndian.Uint64(k[len(prefixJournal):]) != want {
+			it.Close()
+			return 0, fmt.Errorf("the journal has no entry for round %d (next: %x): rounds were written by a spent that kept no journal", want, k)
+		}
+		want++
 		v := it.Value()
 		if len(v)%8 != 0 {
 			it.Close()
@@ -298,7 +305,13 @@ func (s *Store) replayJournal(f *filter, round uint64) (int, error) {
 		}
 		n += len(v) / 8
 	}
-	return n, it.Close()
+	if err := it.Close(); err != nil {
+		return 0, err
+	}
+	if want <= s.roundNum {
+		return 0, fmt.Errorf("the journal ends at round %d, the store at round %d: rounds were written by a spent that kept no journal", want-1, s.roundNum)
+	}
+	return n, nil
 }
 
 // verifyFilter checks that f counts a sample of the stored keys: up to

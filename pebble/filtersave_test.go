@@ -285,6 +285,17 @@ func TestDamagedFilterIsRebuilt(t *testing.T) {
 			writeFile(t, path, b)
 			return nil
 		}},
+		{"RoundsWithoutJournal", func(t *testing.T, dir, path string) []spent.Hash {
+			// Rounds written by a spent that kept no journal (an older
+			// version, run on the store in between).
+			s := MustOpenWith(t, dir, pebble.WithoutJournal(pebble.DefaultOptions()))
+			h := randHash(rand.New(rand.NewPCG(77, 77)))
+			mustClaim(t, s, completeOp(h, 1<<50, t0, t0.Add(time.Hour)))
+			os.Rename(path, path+".keep") // its own save at Close would cover the key
+			MustClose(t, s)
+			os.Rename(path+".keep", path)
+			return []spent.Hash{h}
+		}},
 		{"OlderThanTheJournal", func(t *testing.T, dir, path string) []spent.Hash {
 			old := readFile(t, path)
 			more := fill(t, dir, 99, 3000) // saves again at Close

@@ -50,6 +50,8 @@ type Options struct {
 	// filterSaveEvery, when set, saves the filter after this many inserts
 	// instead of the default (tests).
 	filterSaveEvery int
+	// noJournal writes no filter journal (tests: a spent of before it).
+	noJournal bool
 }
 
 // DefaultOptions returns the options Open is meant to run with: a filter that

@@ -158,7 +158,13 @@ func (s *Store) reopenDB() error {
 	}
 	// A synced write proves that the disk takes writes again.
 	s.roundNum++
-	err := unpanic(func() error { return s.db.Set(keyRounds, be64(s.roundNum), pdb.Sync) })
+	err := unpanic(func() error {
+		b := s.db.NewBatch()
+		defer b.Close()
+		b.Set(keyRounds, be64(s.roundNum), nil)
+		b.Set(journalKey(s.roundNum), nil, nil) // see sealJournal
+		return s.db.Apply(b, pdb.Sync)
+	})
 	if err == nil {
 		err = s.witness.setRounds(s.roundNum)
 	}

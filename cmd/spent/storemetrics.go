@@ -19,10 +19,14 @@ var storeMetrics = []struct {
 	kind       prometheus.ValueType
 	value      func(*pebble.Stats) float64
 }{
-	{"spent_store_records", "Records physically held by the store, expired but unswept ones and early claims held in memory included (the existence filter's entries).",
+	{"spent_store_records", "Records physically held by the store, expired but unswept ones and early claims held in memory included (the existence filter's entries: 0 while no filter is complete, and after a crash, records deleted since the filter's last save count until it is next rebuilt).",
 		prometheus.GaugeValue, func(s *pebble.Stats) float64 { return float64(s.FilterEntries) }},
 	{"spent_store_filter_bytes", "Memory held by the store's existence filter.",
 		prometheus.GaugeValue, func(s *pebble.Stats) float64 { return float64(s.FilterBytes) }},
+	{"spent_store_filter_building", "1 while the existence filter is built from the record keys in the background (at start when no saved filter could be trusted, or to replace a full one); with spent_store_filter_bytes 0, every claim reads pebble meanwhile.",
+		prometheus.GaugeValue, func(s *pebble.Stats) float64 { return b2f(s.FilterBuilding) }},
+	{"spent_store_filter_saves_total", "Periodic saves of the existence filter to SPENT-FILTER that completed.",
+		prometheus.CounterValue, func(s *pebble.Stats) float64 { return float64(s.FilterSaves) }},
 	{"spent_store_rounds_total", "Decision rounds (pebble batches) the store ran.",
 		prometheus.CounterValue, func(s *pebble.Stats) float64 { return float64(s.Rounds) }},
 	{"spent_store_claims_total", "Claims the store decided, each op of a batch counted.",
@@ -39,6 +43,14 @@ var storeMetrics = []struct {
 		prometheus.CounterValue, func(s *pebble.Stats) float64 { return float64(s.Swept) }},
 	{"spent_store_held_total", "Fresh early claims (the idempotency middleware's) held in memory instead of written.",
 		prometheus.CounterValue, func(s *pebble.Stats) float64 { return float64(s.Held) }},
+}
+
+// b2f is 1 for true, 0 for false.
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func newStoreCollector(s *pebble.Store) *storeCollector {
