@@ -18,7 +18,7 @@ blocks = STATS_blocks
 set logscale x 10
 set format x "10^{%L}"
 set grid
-set key top left font ",9"
+set key outside right top font ",9"
 set xlabel "records loaded"
 set offsets graph 0.05, graph 0.05, 0, 0
 set style line 1 lc rgb "#1b9e77" lw 2 pt 7
