@@ -128,16 +128,15 @@ var sizeStores = map[string]sizeStore{
 
 // sizeRequest is what spent size was asked.
 type sizeRequest struct {
-	store      string
-	rate       float64
-	retention  time.Duration
-	mem, disk  int64  // 0: not checked
-	memFrom    string // where mem came from
-	diskFrom   string
-	etcdQuota  int64
-	quotaFrom  string
-	asJSON     bool
-	retainText string
+	store     string
+	rate      float64
+	retention time.Duration
+	mem, disk int64  // 0: not checked
+	memFrom   string // where mem came from
+	diskFrom  string
+	etcdQuota int64
+	quotaFrom string
+	asJSON    bool
 }
 
 // sizeCommand is "spent size": a capacity plan from the benchmark's figures.
@@ -205,7 +204,7 @@ docs/operations.md.`,
 // parseSizeFlags checks the flags of spent size and fills in the machine's
 // memory and free disk where they were not given.
 func parseSizeFlags(rate float64, retention, store, mem, disk, data, quota string, changed func(string) bool) (sizeRequest, error) {
-	req := sizeRequest{store: store, rate: rate, retainText: retention}
+	req := sizeRequest{store: store, rate: rate}
 	if _, ok := sizeStores[store]; !ok {
 		return req, usagef("--store %q: want pebble, redis, postgres or etcd", store)
 	}
