@@ -59,6 +59,9 @@
 //     claim load and report claims/s, latency percentiles and outcome counts;
 //     --rate sends on a fixed schedule (open loop) to measure latency at a
 //     given load.
+//   - size --rate R --retention D [--store S] [--mem B] [--disk B] [--json]:
+//     print a capacity plan (records held, disk, memory, restart time, write
+//     rate, a verdict per limit) from the cost-curve benchmark's figures.
 //   - token: a Privacy Pass client (RFC 9577, 9578); see docs/privacypass.md.
 //   - token directory --issuer URL: print an issuer's keys.
 //   - token fetch --issuer URL --origin URL: obtain tokens and print them.
