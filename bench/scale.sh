@@ -276,7 +276,7 @@ if [ -n "$note" ]; then scale set -out "$out" -all "notes+=$note"; fi
 echo "== results: $out"
 scale render -in "$out"
 if [ "$md" = yes ]; then
-	scale render -in "$out" -md BENCHMARKS.md -dat "$work/cost-curve.dat"
+	scale render -in "$out" -md BENCHMARKS.md -dat "$work/cost-curve.dat" -go cmd/spent/size_figures.go
 	gnuplot -e "datafile='$work/cost-curve.dat'; outfile='bench/scale/cost-curve.png'" bench/plot/cost-curve.gp
-	echo "== BENCHMARKS.md's cost-curve table and bench/scale/cost-curve.png rewritten"
+	echo "== BENCHMARKS.md's cost-curve table, bench/scale/cost-curve.png and spent size's figures (cmd/spent/size_figures.go) rewritten"
 fi

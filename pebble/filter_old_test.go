@@ -7,7 +7,7 @@ import "math"
 // resize rehashes 1/oldShards of the fingerprints (about 100,000 at 100
 // million records) instead of all of them at once: the decision goroutine's
 // pause is a thousandth of what it would be with one table
-// (BenchmarkFilterInsert measures both).
+// (BenchmarkFilter compares it with the cuckoo filter).
 const oldShards = 1 << 10
 
 // oldFilter is the existence filter as it was before the cuckoo filter

@@ -139,6 +139,11 @@ type Stats struct {
 	// (damaged, older than the store's journal, or missing stored keys)
 	// and rebuilt it instead.
 	FilterRefused uint64
+	// CompactionDebt is pebble's estimate of the bytes its compactions
+	// have yet to rewrite, and Compacting the number of compactions
+	// running: after a bulk load, both fall as pebble catches up.
+	CompactionDebt uint64
+	Compacting     int64
 }
 
 func (s *Store) publishFilter() {
@@ -154,7 +159,17 @@ func (s *Store) publishFilter() {
 // Stats returns the store's counters.
 func (s *Store) Stats() Stats {
 	st := &s.stats
+	var debt uint64
+	var compacting int64
+	s.dbMu.RLock()
+	if db := s.db; db != nil {
+		m := db.Metrics()
+		debt, compacting = m.Compact.EstimatedDebt, m.Compact.NumInProgress
+	}
+	s.dbMu.RUnlock()
 	return Stats{
+		CompactionDebt: debt,
+		Compacting:     compacting,
 		FilterEntries:  st.filterEntries.Load(),
 		FilterBytes:    st.filterBytes.Load(),
 		Rounds:         st.rounds.Load(),
@@ -421,9 +436,13 @@ func (s *Store) Close() error {
 				s.closeErr = fmt.Errorf("pebble: close: %w", err)
 			}
 		}
+		// Stats reads s.db under dbMu's read lock.
+		s.dbMu.Lock()
 		if err := s.db.Close(); err != nil {
 			s.closeErr = fmt.Errorf("pebble: close: %w", err)
 		}
+		s.db = nil
+		s.dbMu.Unlock()
 		if err := s.witness.close(); err != nil && s.closeErr == nil {
 			s.closeErr = fmt.Errorf("pebble: close: %w", err)
 		}

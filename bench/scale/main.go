@@ -191,10 +191,16 @@ func cmdRender(_ context.Context, args []string) error {
 	in := fs.String("in", "bench/scale/results.json", "results file")
 	md := fs.String("md", "", "markdown file whose table between the scale-table markers is replaced (none: print the table)")
 	dat := fs.String("dat", "", "data file for bench/plot/cost-curve.gp to write")
+	gofile := fs.String("go", "", "Go file of spent size's figures to write (cmd/spent/size_figures.go)")
 	fs.Parse(args)
 	r, err := readResults(*in)
 	if err != nil {
 		return err
+	}
+	if *gofile != "" {
+		if err := writeGoFigures(*gofile, r); err != nil {
+			return err
+		}
 	}
 	if *dat != "" {
 		if err := writeDat(*dat, r); err != nil {
