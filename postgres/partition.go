@@ -48,6 +48,12 @@ const sweptPrefix = "records_swept_"
 // cannot have it at once gives up and tries again at its next call.
 const lockTimeout = "500ms"
 
+// attachTimeout bounds the wait for the lock on records that attaching a
+// new partition takes: claims queue behind that wait, so it is short. A
+// long transaction on records (pg_dump's, say) then holds the partition
+// up: a claim that needs it fails, a sweep tries again at its next call.
+const attachTimeout = "500ms"
+
 // partition is one partition of records: its name and its range
 // [lo, hi) of expires_at; loMin means MINVALUE, hiMax MAXVALUE.
 type partition struct {
@@ -228,7 +234,7 @@ func (s *Store) ensurePartitions(ctx context.Context, exps ...int64) error {
 	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1, $2)", int32(partitionLockClass), s.schemaSum()); err != nil {
 		return err
 	}
-	if _, err := tx.Exec(ctx, "SET LOCAL lock_timeout = '10s'"); err != nil {
+	if _, err := tx.Exec(ctx, "SET LOCAL lock_timeout = '"+attachTimeout+"'"); err != nil {
 		return err
 	}
 	parts, err := s.listPartitions(ctx, tx)
@@ -427,4 +433,36 @@ func (s *Store) readPartitioned(ctx context.Context) error {
 	err := s.pool.QueryRow(ctx, "SELECT relkind::text FROM pg_class WHERE oid = to_regclass($1)", s.table("records")).Scan(&kind)
 	s.partitioned = kind == "p"
 	return err
+}
+
+// partitionsAhead makes, when missing, the partitions of the current and
+// next periods, and of the period after each partition that holds rows and
+// has not ended: claims made over time with one retention fill the newest
+// partition, and find the next one made by a sweep a period before they
+// need it.
+func (s *Store) partitionsAhead(ctx context.Context, now int64) error {
+	if !s.partitioned {
+		return nil
+	}
+	parts, err := s.listPartitions(ctx, s.pool)
+	if err != nil {
+		return err
+	}
+	want := []int64{now}
+	for _, p := range parts {
+		if p.hiMax || p.endedBy(now) || covered(parts, p.hi) {
+			continue
+		}
+		var used bool
+		if err := s.pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM "+s.table(p.name)+")").Scan(&used); err != nil {
+			return err
+		}
+		if used {
+			want = append(want, p.hi)
+		}
+	}
+	if len(want) == 1 && covered(parts, now) && (now > math.MaxInt64-s.period || covered(parts, now+s.period)) {
+		return nil
+	}
+	return s.ensurePartitions(ctx, want...)
 }
