@@ -117,8 +117,11 @@
 //     heap fetch per row: no index by namespace is kept for it, since every
 //     claim would pay for one.
 //   - Each claim looks its key up in every partition (one index probe
-//     each): keep the number of partitions, about the longest retention
-//     over [Options.PartitionPeriod], in the tens.
+//     each, and a lock on each partition and its indexes): keep the number
+//     of partitions, about the longest retention over
+//     [Options.PartitionPeriod], small (docs/stores.md has figures). The
+//     store's sessions use generic plans (plan_cache_mode), which prune
+//     partitions when they run.
 //   - The per-key locks are bigint advisory locks: another application
 //     using bigint advisory locks on the same database may share one with a
 //     key now and then, and then only waits.

@@ -63,8 +63,8 @@ type Options struct {
 	// its expires_at falls in (periods are counted from the Unix epoch, so
 	// daily ones start at midnight UTC), and a sweep drops a partition as a
 	// whole once its period has ended. Each claim looks its key up in every
-	// partition, so a period of about a tenth of the longest retention or
-	// more keeps that cost small. Default 24h; a whole number of seconds
+	// partition, so a period of about a fifth of the longest retention or
+	// more keeps that cost small (docs/stores.md has figures). Default 24h; a whole number of seconds
 	// from one minute to 366 days. Changing it later is safe: new
 	// partitions are cut so as not to overlap the ones already made.
 	PartitionPeriod time.Duration

@@ -84,6 +84,13 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
 		cfg.ConnConfig.RuntimeParams["application_name"] = "spent"
 	}
+	// The store's statements are prepared once per connection. On the
+	// partitioned records table a custom plan is made again at each run,
+	// for every partition; a generic plan is made once and prunes the
+	// partitions when it runs.
+	if _, ok := cfg.ConnConfig.RuntimeParams["plan_cache_mode"]; !ok {
+		cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
+	}
 	s := &Store{opts: opts, log: opts.Logger, q: newQueries(opts.Schema), period: int64(opts.PartitionPeriod)}
 	if s.log == nil {
 		s.log = slog.Default()
