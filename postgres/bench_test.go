@@ -32,7 +32,9 @@ import (
 //     from B callers, for comparison with ClaimBatch100.
 //
 // N is SPENT_BENCH_CONCURRENCY (default 32), B SPENT_BENCH_BATCH_CALLERS
-// (default 4); the pool has N (or B) connections. The server is the one of
+// (default 4); the pool has N (or B) connections. SPENT_BENCH_PARTITIONS
+// (default 0) makes the store that many daily partitions of records ahead
+// (31 is a 30-day retention's), since a claim looks its key up in each. The server is the one of
 // SPENT_TEST_POSTGRES_DSN, or a throwaway cluster with durable settings.
 // bench/postgres.sh runs it next to pgbench.
 func BenchmarkPostgres(b *testing.B) {
@@ -183,7 +185,17 @@ func benchStore(b *testing.B, dsn string, conns int) *postgres.Store {
 	b.Helper()
 	o := testOptions(b, dsn, freshSchema(b, dsn))
 	o.MaxConns, o.MinConns = int32(conns), int32(conns)
-	return MustOpen(b, o)
+	s := MustOpen(b, o)
+	if n := envInt(b, "SPENT_BENCH_PARTITIONS", 1); os.Getenv("SPENT_BENCH_PARTITIONS") != "" {
+		ts := make([]time.Time, n)
+		for i := range ts {
+			ts[i] = time.Now().Add(time.Duration(i) * 24 * time.Hour)
+		}
+		if err := s.MakePartitions(context.Background(), ts...); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return s
 }
 
 // runClaimers runs b.N claims from workers goroutines, each calling claim

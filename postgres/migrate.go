@@ -71,6 +71,16 @@ func SchemaVersion() int {
 // stores in different schemas do not wait for each other.
 const lockClass = 0x73706e74
 
+// migrateTo, when positive, is the newest migration migrate applies; tests
+// set it (see export_test.go) to make a schema of an older version.
+var migrateTo atomic.Int64
+
+// migrateSteps are the store's code of some migrations, run in the same
+// transaction right after their SQL.
+var migrateSteps = map[int]func(s *Store, ctx context.Context, tx pgx.Tx) error{
+	2: (*Store).partitionRecords,
+}
+
 // noAdvisoryLock makes migrate act as on a server without advisory locks.
 // Tests set it (see export_test.go).
 var noAdvisoryLock atomic.Bool
@@ -173,7 +183,7 @@ func (s *Store) migrateOnce(ctx context.Context, lock bool) error {
 	}
 	n := 0
 	for _, m := range ms {
-		if done[m.version] {
+		if done[m.version] || (migrateTo.Load() > 0 && int64(m.version) > migrateTo.Load()) {
 			continue
 		}
 		// No arguments: pgx sends it with the simple protocol, which runs
@@ -181,16 +191,22 @@ func (s *Store) migrateOnce(ctx context.Context, lock bool) error {
 		if _, err := tx.Exec(ctx, m.sql); err != nil {
 			return fmt.Errorf("migration %s: %w", m.name, err)
 		}
+		if step := migrateSteps[m.version]; step != nil {
+			if err := step(s, ctx, tx); err != nil {
+				return fmt.Errorf("migration %s: %w", m.name, err)
+			}
+		}
 		if _, err := tx.Exec(ctx, "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", m.version, m.name); err != nil {
 			return fmt.Errorf("recording migration %s: %w", m.name, err)
 		}
 		n++
+		newest = m.version
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return err
 	}
 	if n > 0 {
-		s.log.Info("postgres: schema migrated", "schema", s.opts.Schema, "applied", n, "version", ms[len(ms)-1].version)
+		s.log.Info("postgres: schema migrated", "schema", s.opts.Schema, "applied", n, "version", newest)
 	}
 	return nil
 }
@@ -198,3 +214,45 @@ func (s *Store) migrateOnce(ctx context.Context, lock bool) error {
 // ErrSchemaTooNew is returned by Open when the schema was migrated by a
 // newer version of this package than the running one.
 var ErrSchemaTooNew = errors.New("postgres: schema is newer than this binary")
+
+// partitionRecords is the code of migration 0002, whose SQL renamed the
+// records table of 0001 to records_0001 (locked until the migration
+// commits) and made the partitioned one. It makes a partition for each
+// period that holds old rows, found by hopping along the old expiry index
+// from one period to the next (a read per period, not per row), copies
+// every row, expired ones too (a sweep drops them with their partitions),
+// and drops the old table. It all happens in the migration's transaction:
+// the copy is all or nothing, and claims wait for it (the copy takes about
+// as long as writing the rows again; see docs/stores.md).
+func (s *Store) partitionRecords(ctx context.Context, tx pgx.Tx) error {
+	old := s.table("records_0001")
+	var next *int64
+	if err := tx.QueryRow(ctx, "SELECT min(expires_at) FROM "+old).Scan(&next); err != nil {
+		return err
+	}
+	var parts []partition
+	for next != nil {
+		p := periodOf(*next, s.period, parts)
+		if err := s.createPartition(ctx, tx, p); err != nil {
+			return err
+		}
+		parts = append(parts, p)
+		if p.hiMax {
+			break
+		}
+		if err := tx.QueryRow(ctx, "SELECT min(expires_at) FROM "+old+" WHERE expires_at >= $1", p.hi).Scan(&next); err != nil {
+			return err
+		}
+	}
+	tag, err := tx.Exec(ctx, "INSERT INTO "+s.table("records")+" ("+recordCols+") SELECT "+recordCols+" FROM "+old)
+	if err != nil {
+		return fmt.Errorf("copying the records: %w", err)
+	}
+	if _, err := tx.Exec(ctx, "DROP TABLE "+old); err != nil {
+		return err
+	}
+	if tag.RowsAffected() > 0 {
+		s.log.Info("postgres: records moved into partitions", "schema", s.opts.Schema, "records", tag.RowsAffected(), "partitions", len(parts))
+	}
+	return nil
+}

@@ -58,6 +58,17 @@ type Options struct {
 	// hatch of spent serve.
 	AllowNonDurable bool
 
+	// PartitionPeriod is the span of expiry times each partition of the
+	// records table holds: a record lands in the partition of the period
+	// its expires_at falls in (periods are counted from the Unix epoch, so
+	// daily ones start at midnight UTC), and a sweep drops a partition as a
+	// whole once its period has ended. Each claim looks its key up in every
+	// partition, so a period of about a fifth of the longest retention or
+	// more keeps that cost small (docs/stores.md has figures). Default 24h; a whole number of seconds
+	// from one minute to 366 days. Changing it later is safe: new
+	// partitions are cut so as not to overlap the ones already made.
+	PartitionPeriod time.Duration
+
 	// Logger receives the store's messages: the durability report of Open
 	// and what AllowNonDurable lets through. Nil means slog.Default().
 	Logger *slog.Logger
@@ -72,8 +83,13 @@ func DefaultOptions() Options {
 		MinConns:     4,
 		MaxRetries:   5,
 		RetryBackoff: 5 * time.Millisecond,
+
+		PartitionPeriod: 24 * time.Hour,
 	}
 }
+
+// maxPartitionPeriod is the longest Options.PartitionPeriod: 366 days.
+const maxPartitionPeriod = 366 * 24 * time.Hour
 
 var schemaName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
 
@@ -92,6 +108,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("postgres: max retries %d: must be 0 to 100", o.MaxRetries)
 	case o.RetryBackoff < 0 || o.RetryBackoff > 10*time.Second:
 		return fmt.Errorf("postgres: retry backoff %v: must be 0 to 10s", o.RetryBackoff)
+	case o.PartitionPeriod < time.Minute || o.PartitionPeriod > maxPartitionPeriod || o.PartitionPeriod%time.Second != 0:
+		return fmt.Errorf("postgres: partition period %v: must be a whole number of seconds from 1m to %v", o.PartitionPeriod, maxPartitionPeriod)
 	}
 	return nil
 }
@@ -104,12 +122,13 @@ const (
 	paramAllowNonDurable = "allow_non_durable"
 	paramMaxRetries      = "max_retries"
 	paramRetryBackoff    = "retry_backoff"
+	paramPartition       = "partition_period"
 )
 
 // ParseURL returns [DefaultOptions] set from a postgres:// or postgresql://
 // URL. Its query parameters schema, allow_non_durable (a boolean),
-// max_retries and retry_backoff (a Go duration) set the options of the same
-// names and are removed; every other parameter stays in ConnString for pgx
+// max_retries, retry_backoff and partition_period (Go durations) set the
+// options of the same names and are removed; every other parameter stays in ConnString for pgx
 // (sslmode, connect_timeout, application_name, pool_max_conns, ...). The
 // parameters pool_max_conns and pool_min_conns also set MaxConns and
 // MinConns.
@@ -153,7 +172,14 @@ func ParseURL(dsn string) (Options, error) {
 		}
 		o.RetryBackoff = d
 	}
-	for _, p := range []string{paramSchema, paramAllowNonDurable, paramMaxRetries, paramRetryBackoff} {
+	if v, ok := q[paramPartition]; ok {
+		d, err := time.ParseDuration(last(v))
+		if err != nil {
+			return o, fmt.Errorf("postgres: DSN parameter %s=%q: want a duration such as 24h", paramPartition, last(v))
+		}
+		o.PartitionPeriod = d
+	}
+	for _, p := range []string{paramSchema, paramAllowNonDurable, paramMaxRetries, paramRetryBackoff, paramPartition} {
 		q.Del(p)
 	}
 	u.RawQuery = q.Encode()

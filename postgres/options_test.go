@@ -30,10 +30,11 @@ func TestParseURL(t *testing.T) {
 		},
 		{
 			name: "SpentParametersAreRemoved",
-			dsn:  "postgres://u:pw@db/ledger?schema=tickets&allow_non_durable=true&sslmode=require&max_retries=9&retry_backoff=20ms",
+			dsn:  "postgres://u:pw@db/ledger?schema=tickets&allow_non_durable=true&sslmode=require&max_retries=9&retry_backoff=20ms&partition_period=6h",
 			want: func() postgres.Options {
 				o := def
 				o.Schema, o.AllowNonDurable, o.MaxRetries, o.RetryBackoff = "tickets", true, 9, 20*time.Millisecond
+				o.PartitionPeriod = 6 * time.Hour
 				return o
 			}(),
 			conn: "postgres://u:pw@db/ledger?sslmode=require",
@@ -94,6 +95,8 @@ func TestParseURLRefuses(t *testing.T) {
 		"TooManyRetries":     {"postgres://db/x?max_retries=1000", "max retries"},
 		"BadBackoff":         {"postgres://db/x?retry_backoff=soon", "retry_backoff"},
 		"BadSchema":          {"postgres://db/x?schema=a%22b", "schema"},
+		"BadPeriod":          {"postgres://db/x?partition_period=daily", "partition_period"},
+		"ShortPeriod":        {"postgres://db/x?partition_period=30s", "partition period"},
 		"Semicolon":          {"postgres://db/x?schema=a;drop", "semicolon"},
 		"SchemaWithDigit":    {"postgres://db/x?schema=1abc", "schema"},
 		"BadPgxParameter":    {"postgres://db/x?pool_max_conns=lots", "pool_max_conns"},
@@ -134,6 +137,10 @@ func TestValidate(t *testing.T) {
 		"HugeBackoff":       func(o *postgres.Options) { o.RetryBackoff = time.Minute },
 		"NegativeMinConns":  func(o *postgres.Options) { o.MinConns = -1 },
 		"SchemaWithHyphens": func(o *postgres.Options) { o.Schema = "spent-ledger" },
+		"NoPeriod":          func(o *postgres.Options) { o.PartitionPeriod = 0 },
+		"ShortPeriod":       func(o *postgres.Options) { o.PartitionPeriod = 59 * time.Second },
+		"LongPeriod":        func(o *postgres.Options) { o.PartitionPeriod = 367 * 24 * time.Hour },
+		"FractionalPeriod":  func(o *postgres.Options) { o.PartitionPeriod = 90*time.Minute + time.Millisecond },
 	}
 	for name, mutate := range cases {
 		t.Run(name, func(t *testing.T) {

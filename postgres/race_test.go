@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"testing"
 	"time"
@@ -33,7 +34,13 @@ func newRaceEnv(t *testing.T, dsn string) *raceEnv {
 	schema := freshSchema(t, dsn)
 	app := "race_" + schema
 	o := testOptions(t, withParam(t, dsn, "application_name", app), schema)
-	return &raceEnv{t: t, dsn: dsn, app: app, schema: schema, store: MustOpen(t, o)}
+	s := MustOpen(t, o)
+	// The other session writes records of these periods without the
+	// store's help.
+	if err := s.MakePartitions(context.Background(), t0, t0.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	return &raceEnv{t: t, dsn: dsn, app: app, schema: schema, store: s}
 }
 
 func (e *raceEnv) table(name string) string { return pgx.Identifier{e.schema, name}.Sanitize() }
@@ -64,18 +71,18 @@ func (e *raceEnv) exec(tx pgx.Tx, sql string, args ...any) {
 	}
 }
 
-// insertRecord is the other session writing r as the store would.
+// insertRecord is the other session writing r as the store would: under
+// the advisory lock of its key, in place of any row of the key.
 func (e *raceEnv) insertRecord(tx pgx.Tx, r spent.Record) {
 	e.t.Helper()
 	var lease any
 	if !r.LeaseUntil.IsZero() {
 		lease = r.LeaseUntil.UnixNano()
 	}
+	e.exec(tx, "SELECT pg_advisory_xact_lock($1)", int64(binary.BigEndian.Uint64(r.Hash[:8])))
+	e.exec(tx, "DELETE FROM "+e.table("records")+" WHERE key = $1", r.Hash[:])
 	e.exec(tx, "INSERT INTO "+e.table("records")+` (key, namespace, raw_key, first_seen, place, fingerprint, state, result, expires_at, lease_until, seq_node, seq_counter)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
-		ON CONFLICT (key) DO UPDATE SET namespace = EXCLUDED.namespace, raw_key = EXCLUDED.raw_key, first_seen = EXCLUDED.first_seen,
-			place = EXCLUDED.place, fingerprint = EXCLUDED.fingerprint, state = EXCLUDED.state, result = EXCLUDED.result,
-			expires_at = EXCLUDED.expires_at, lease_until = EXCLUDED.lease_until, seq_node = EXCLUDED.seq_node, seq_counter = EXCLUDED.seq_counter`,
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
 		r.Hash[:], []byte(r.Namespace), []byte(r.RawKey), r.FirstSeen.UnixNano(), []byte(r.Place), r.Fingerprint,
 		int16(r.State), r.Result, r.ExpiresAt.UnixNano(), lease, int64(r.Seq.Node), int64(r.Seq.Counter))
 }

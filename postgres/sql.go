@@ -19,42 +19,59 @@ const limitedCols = "key, namespace, raw_key, first_seen, place, fingerprint, st
 // queries are the statements of one store, with its schema's table names
 // filled in. Each is prepared once per connection (pgx's statement cache).
 type queries struct {
-	claim, get, getAny, getAnyLimit, complete, release string
-	listPending, listPendingAll, deleteExpired, purge  string
-	reserveSeq, count, getCounter, durabilitySettings  string
+	claim, lockKey, lockKeys                          string
+	get, getAny, getAnyLimit, complete, release       string
+	listPending, listPendingAll, deleteExpired, purge string
+	reserveSeq, count, getCounter, durabilitySettings string
 }
 
 func newQueries(schema string) queries {
 	t := func(name string) string { return pgx.Identifier{schema, name}.Sanitize() }
 	r := strings.NewReplacer("{records}", t("records"), "{counters}", t("counters"), "{seqs}", t("seqs"), "{cols}", recordCols)
 	return queries{
-		// The claim: one statement. The unique index on key settles a race:
-		// of concurrent inserts of one key, one wins and the others wait for
-		// it to commit, then take the ON CONFLICT path, which locks the
-		// winner's row and replaces it only if it is free at $13 (expired,
-		// or a pending record whose lease ran out, when $14 allows a
-		// retake). The row written is the claim's record, so the first
-		// branch only says that it was written (its other columns are
-		// placeholders). Otherwise the second branch returns the row as the
-		// statement's snapshot saw it; that snapshot predates the statement,
-		// so it can miss a row committed since (the winner of a race) or
-		// show an older version; Claim then reads the row again in a new
-		// statement (see Store.Claim).
-		claim: r.Replace(`WITH ins AS (
-	INSERT INTO {records} AS r ({cols})
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
-	ON CONFLICT (key) DO UPDATE SET
-		namespace = EXCLUDED.namespace, raw_key = EXCLUDED.raw_key, first_seen = EXCLUDED.first_seen,
-		place = EXCLUDED.place, fingerprint = EXCLUDED.fingerprint, state = EXCLUDED.state,
-		result = EXCLUDED.result, expires_at = EXCLUDED.expires_at, lease_until = EXCLUDED.lease_until,
-		seq_node = EXCLUDED.seq_node, seq_counter = EXCLUDED.seq_counter
-	WHERE r.expires_at <= $13 OR ($14 AND r.state = 1 AND r.lease_until <= $13)
+		// The claim runs after lockKey (or lockKeys) in one implicit
+		// transaction: the advisory lock on the key, taken by a statement
+		// of its own and held until the commit, makes every claim of one
+		// key wait for the one before it to commit, and this statement's
+		// snapshot, taken after the lock, sees that claim's row. So the
+		// statement reads the key's row (cur; there is at most one, in
+		// whichever partition) and either inserts the claim's record when
+		// there is none, or replaces the row when it is free at $13
+		// (expired, or a pending record whose lease ran out, when $14
+		// allows a retake; UPDATE moves it to the partition of its new
+		// expiry), or else returns the row. The partitions cannot keep one
+		// row per key (their unique indexes hold expires_at too): the lock
+		// does, as every write that adds a row is a claim. The update may
+		// find the row gone (a sweep or a purge deleted it meanwhile); then
+		// the statement returns the row as read, free, and Claim runs it
+		// again. The first two branches only say that the claim was
+		// written (their other columns are placeholders).
+		claim: r.Replace(`WITH cur AS (
+	SELECT {cols} FROM {records} WHERE key = $1
+), upd AS (
+	UPDATE {records} AS r SET
+		namespace = $2, raw_key = $3, first_seen = $4, place = $5, fingerprint = $6, state = $7,
+		result = $8, expires_at = $9, lease_until = $10, seq_node = $11, seq_counter = $12
+	WHERE r.key = $1 AND r.expires_at = (SELECT expires_at FROM cur)
+		AND (r.expires_at <= $13 OR ($14 AND r.state = 1 AND r.lease_until <= $13))
+	RETURNING 1
+), ins AS (
+	INSERT INTO {records} ({cols})
+	SELECT $1::bytea, $2::bytea, $3::bytea, $4::bigint, $5::bytea, $6::bytea, $7::smallint, $8::bytea,
+		$9::bigint, $10::bigint, $11::bigint, $12::bigint
+	WHERE NOT EXISTS (SELECT 1 FROM cur)
 	RETURNING 1
 )
 SELECT true, NULL::bytea, NULL::bytea, NULL::bytea, NULL::bigint, NULL::bytea, NULL::bytea, 0::smallint,
-	NULL::bytea, 0::bigint, NULL::bigint, 0::bigint, 0::bigint, NULL::bigint FROM ins
+	NULL::bytea, 0::bigint, NULL::bigint, 0::bigint, 0::bigint, NULL::bigint FROM (SELECT 1 FROM upd UNION ALL SELECT 1 FROM ins) w
 UNION ALL
-SELECT false, ` + strings.ReplaceAll(limitedCols, "{lim}", "$15") + ` FROM {records} WHERE key = $1 AND NOT EXISTS (SELECT 1 FROM ins)`),
+SELECT false, ` + strings.ReplaceAll(limitedCols, "{lim}", "$15") + ` FROM cur WHERE NOT EXISTS (SELECT 1 FROM upd)`),
+
+		// The lock of one claim on its key (keyLock), or of a batch on
+		// its keys, sorted and without repeats, so that batches take their
+		// locks in one order and cannot deadlock.
+		lockKey:  `SELECT pg_advisory_xact_lock($1)`,
+		lockKeys: `SELECT pg_advisory_xact_lock(k) FROM unnest($1::bigint[]) AS k`,
 
 		get:         r.Replace(`SELECT {cols} FROM {records} WHERE key = $1 AND expires_at > $2`),
 		getAny:      r.Replace(`SELECT {cols} FROM {records} WHERE key = $1`),

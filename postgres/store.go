@@ -3,11 +3,13 @@ package postgres
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -55,6 +57,11 @@ type Store struct {
 	once   sync.Once
 	// purgeAt is the last key a Purge's walk reached (purge.go).
 	purgeAt purgecursor.Cursor[[]byte]
+	// period is Options.PartitionPeriod in nanoseconds.
+	period int64
+	// partitioned is whether records is partitioned: always, but in a
+	// schema a test left at version 1.
+	partitioned bool
 }
 
 var _ spent.Store = (*Store)(nil)
@@ -77,7 +84,14 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
 		cfg.ConnConfig.RuntimeParams["application_name"] = "spent"
 	}
-	s := &Store{opts: opts, log: opts.Logger, q: newQueries(opts.Schema)}
+	// The store's statements are prepared once per connection. On the
+	// partitioned records table a custom plan is made again at each run,
+	// for every partition; a generic plan is made once and prunes the
+	// partitions when it runs.
+	if _, ok := cfg.ConnConfig.RuntimeParams["plan_cache_mode"]; !ok {
+		cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
+	}
+	s := &Store{opts: opts, log: opts.Logger, q: newQueries(opts.Schema), period: int64(opts.PartitionPeriod)}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -108,6 +122,15 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if err := s.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: open: %w", err)
+	}
+	if err := s.readPartitioned(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres: open: %w", err)
+	}
+	// The partition of the current period and of the next.
+	if err := s.ensurePartitions(ctx, time.Now().UnixNano()); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres: open: making partitions: %w", err)
 	}
 	if err := s.warmUp(ctx, cfg.MinConns); err != nil {
 		pool.Close()
@@ -222,11 +245,12 @@ func (s *Store) backoff(attempt int) time.Duration {
 // saw an older version of it.
 const maxRereads = 10
 
-// Claim implements [spent.Store]. It runs one statement; only when that
-// statement neither wrote nor saw a live record that keeps the key (the
-// winner of a race committed after the statement's snapshot was taken), it
-// reads the row again with a second, and claims again if the key has been
-// freed since.
+// Claim implements [spent.Store]. It sends two statements in one round
+// trip and one implicit transaction: the advisory lock on the key, then the
+// claim (see sql.go). Only when the claim found the key's row gone by the
+// time it would replace it (a sweep or a purge deleted it), it reads the row
+// again, and claims again if the key is still free. A claim whose expiry
+// falls in a period without a partition yet makes it and runs again.
 func (s *Store) Claim(ctx context.Context, op spent.ClaimOp) (spent.ClaimAnswer, error) {
 	args, err := claimArgs(&op)
 	if err != nil {
@@ -234,9 +258,11 @@ func (s *Store) Claim(ctx context.Context, op spent.ClaimOp) (spent.ClaimAnswer,
 	}
 	var res spent.ClaimAnswer
 	err = s.do(ctx, "claim", func(ctx context.Context) error {
-		var err error
-		res, err = s.claim(ctx, &op, args)
-		return err
+		return s.withPartitions(ctx, func() []int64 { return []int64{args[8].(int64)} }, func() error {
+			var err error
+			res, err = s.claim(ctx, &op, args)
+			return err
+		})
 	})
 	return res, err
 }
@@ -258,16 +284,35 @@ func (s *Store) claim(ctx context.Context, op *spent.ClaimOp, args []any) (spent
 	return spent.ClaimAnswer{}, ErrUnsettled
 }
 
-// claimOnce runs the claim statement. ok is false when its answer cannot be
-// trusted: no row came back, or only a version of the row that is free at
-// op.Now (an old one, from the snapshot).
+// claimOnce runs the lock and the claim statement. ok is false when its
+// answer cannot be trusted: no row came back, or only a row that is free at
+// op.Now (one deleted since it was read).
 func (s *Store) claimOnce(ctx context.Context, op *spent.ClaimOp, args []any) (res spent.ClaimAnswer, ok bool, err error) {
-	rows, err := s.pool.Query(ctx, s.q.claim, args...)
+	b := &pgx.Batch{}
+	b.Queue(s.q.lockKey, lockID(op.Record.Hash))
+	b.Queue(s.q.claim, args...)
+	br := s.pool.SendBatch(ctx, b)
+	defer br.Close()
+	if _, err := br.Exec(); err != nil {
+		return res, false, err
+	}
+	rows, err := br.Query()
 	if err != nil {
 		return res, false, err
 	}
-	return claimRows(rows, op)
+	if res, ok, err = claimRows(rows, op); err != nil {
+		return res, false, err
+	}
+	// Close reads the end of the implicit transaction: only then is the
+	// claim committed.
+	return res, ok, br.Close()
 }
+
+// lockID is the advisory lock of a key: its first 8 bytes. Keys are
+// uniform hashes, so two keys share a lock only by a 2^-64 chance (and then
+// merely wait for each other); the bigint locks of other applications on
+// the database may also meet ours, with the same effect.
+func lockID(h spent.Hash) int64 { return int64(binary.BigEndian.Uint64(h[:8])) }
 
 // claimRows reads the answer of the claim statement.
 func claimRows(rows pgx.Rows, op *spent.ClaimOp) (res spent.ClaimAnswer, ok bool, err error) {
@@ -307,15 +352,15 @@ func claimRows(rows pgx.Rows, op *spent.ClaimOp) (res spent.ClaimAnswer, ok bool
 
 // ClaimBatch implements [spent.Store]. The claims go to the server in one
 // pipeline, ending in a single Sync, so they run as one implicit transaction
-// in one round trip and share one commit (one WAL flush). They run in key
-// order (ops on one key keep their order), so that concurrent batches lock
-// rows in the same order and cannot deadlock each other.
+// in one round trip and share one commit (one WAL flush). The pipeline
+// starts with one statement that takes the advisory locks of all the keys,
+// in ascending order, so that concurrent batches cannot deadlock; then the
+// claims run in key order (ops on one key keep their order).
 //
-// A claim that lost a race to a transaction committed after its statement
-// began is settled without breaking the order: its statement has locked
-// the winner's row until the batch commits, so a later op of the batch on
-// the same key saw exactly that row, and answers for both; if there is
-// none, it is settled after the commit as Claim settles it.
+// A claim that found its key's row gone when it would replace it (see
+// Claim) is settled without breaking the order: a later op of the batch on
+// the same key saw the key as the batch left it, and answers for both; if
+// there is none, it is settled after the commit as Claim settles it.
 func (s *Store) ClaimBatch(ctx context.Context, ops []spent.ClaimOp) ([]spent.ClaimAnswer, error) {
 	if len(ops) == 0 {
 		return []spent.ClaimAnswer{}, nil
@@ -335,28 +380,48 @@ func (s *Store) ClaimBatch(ctx context.Context, ops []spent.ClaimOp) ([]spent.Cl
 	sort.SliceStable(order, func(a, b int) bool {
 		return bytes.Compare(ops[order[a]].Record.Hash[:], ops[order[b]].Record.Hash[:]) < 0
 	})
+	locks := make([]int64, 0, len(ops))
+	for _, i := range order {
+		locks = append(locks, lockID(ops[i].Record.Hash))
+	}
+	slices.Sort(locks)
+	locks = slices.Compact(locks)
+	exps := func() []int64 {
+		e := make([]int64, len(ops))
+		for i := range args {
+			e[i] = args[i][8].(int64)
+		}
+		return e
+	}
 	res := make([]spent.ClaimAnswer, len(ops))
 	settled := make([]bool, len(ops))
 	err := s.do(ctx, "claim batch", func(ctx context.Context) error {
-		b := &pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, len(ops))}
-		for _, i := range order {
-			b.Queue(s.q.claim, args[i]...)
-		}
-		br := s.pool.SendBatch(ctx, b)
-		for _, i := range order {
-			rows, err := br.Query()
-			if err != nil {
+		return s.withPartitions(ctx, exps, func() error {
+			b := &pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, len(ops)+1)}
+			b.Queue(s.q.lockKeys, locks)
+			for _, i := range order {
+				b.Queue(s.q.claim, args[i]...)
+			}
+			br := s.pool.SendBatch(ctx, b)
+			if _, err := br.Exec(); err != nil {
 				br.Close()
 				return err
 			}
-			if res[i], settled[i], err = claimRows(rows, &ops[i]); err != nil {
-				br.Close()
-				return err
+			for _, i := range order {
+				rows, err := br.Query()
+				if err != nil {
+					br.Close()
+					return err
+				}
+				if res[i], settled[i], err = claimRows(rows, &ops[i]); err != nil {
+					br.Close()
+					return err
+				}
 			}
-		}
-		// Close reads the end of the implicit transaction: only then is
-		// the batch committed (and its commit flushed).
-		return br.Close()
+			// Close reads the end of the implicit transaction: only then is
+			// the batch committed (and its commit flushed).
+			return br.Close()
+		})
 	})
 	if err != nil {
 		return nil, err
@@ -604,8 +669,15 @@ func (s *Store) ListPending(ctx context.Context, namespace string, leaseBefore t
 	return out, nil
 }
 
-// DeleteExpired implements [spent.Store] in one statement that walks the
-// expiry indexes of records and then of counters.
+// DeleteExpired implements [spent.Store]. It first drops, oldest first,
+// the partitions of records whose whole period ended by now (see
+// partition.go): each is detached, counted and dropped at a cost that does
+// not grow with its rows but for the count, and the rows it held count as
+// removed, so a call may return more than limit when a partition held more.
+// What is left of limit then goes to one statement that walks the expiry
+// indexes of the records left (those of the current period) and then of
+// counters, deleting rows. It also makes the partitions of the current and
+// next periods when missing.
 func (s *Store) DeleteExpired(ctx context.Context, now time.Time, limit int) (int, error) {
 	if limit <= 0 {
 		return 0, nil
@@ -614,11 +686,25 @@ func (s *Store) DeleteExpired(ctx context.Context, now time.Time, limit int) (in
 	if err != nil {
 		return 0, fmt.Errorf("postgres: delete expired: %w", err)
 	}
+	if s.closed.Load() {
+		return 0, fmt.Errorf("postgres: delete expired: %w", spent.ErrClosed)
+	}
+	dropped, err := s.dropEndedPartitions(ctx, n, limit)
+	if err != nil {
+		return dropped, fmt.Errorf("postgres: delete expired: dropping partitions: %w", err)
+	}
+	// Best effort: a claim makes a missing partition itself.
+	if err := s.partitionsAhead(ctx, n); err != nil && ctx.Err() == nil {
+		s.log.Warn("postgres: could not make partitions ahead; claims will make them", "schema", s.opts.Schema, "error", err)
+	}
+	if dropped >= limit {
+		return dropped, nil
+	}
 	var removed int64
 	err = s.do(ctx, "delete expired", func(ctx context.Context) error {
-		return s.pool.QueryRow(ctx, s.q.deleteExpired, n, int64(limit)).Scan(&removed)
+		return s.pool.QueryRow(ctx, s.q.deleteExpired, n, int64(limit-dropped)).Scan(&removed)
 	})
-	return int(removed), err
+	return dropped + int(removed), err
 }
 
 // ReserveSeq implements [spent.Store] in one statement.
