@@ -147,7 +147,10 @@ type Store interface {
 
 	// DeleteExpired forgets up to limit records with ExpiresAt <= now and
 	// returns how many it removed. It must cost time in proportion to what it
-	// removes, not to what the store holds.
+	// removes, not to what the store holds. A store that forgets a whole
+	// expiry period at once (PostgreSQL drops a partition whose records have
+	// all expired) may remove more than limit in one call, and says so in
+	// the count: limit bounds the work of removing records one by one.
 	DeleteExpired(ctx context.Context, now time.Time, limit int) (int, error)
 
 	// Purge forgets up to limit records of namespace, whatever their state
