@@ -49,47 +49,6 @@ type sizeBench struct {
 	Points map[string][]sizePoint
 }
 
-// sizeFigures are the figures spent size plans with: those of
-// bench/scale/results.json, measured on 2026-12-02 by hand at small scale
-// (the commands are in Command) until bench/scale.sh is run. The shared
-// stores were driven over HTTP through spent serve, not in process; etcd was
-// one member. TestSizeFiguresMatchResults fails when these differ from that
-// file: after a new run of the benchmark, copy its figures here.
-var sizeFigures = sizeBench{
-	Date: "2026-12-02",
-	Command: "provisional, by hand (bench/scale.sh replaces it): " +
-		"spent bench --embedded --batch 100 --concurrency 16 --duration 20s --data DIR, then --duration 40s on the same DIR; " +
-		"spent bench --embedded --batch 1 --concurrency 16 --duration 10s; du -sb DIR; " +
-		"spent serve --data DIR timed to /readyz 200 (after SIGTERM, then after kill -9). " +
-		"Shared stores: spent serve --store DSN, then spent bench --addr URL --concurrency 16 --batch 1 --duration 10s and --batch 100 --duration 20s",
-	Machine: "Linux 6.18.44-fc-v1045 x86_64, 2 vCPU (shared), 23 GiB, virtio disk ext4 (/dev/vda 252G, 76G free)",
-	Note:    "PROVISIONAL: small-scale figures measured by hand, the shared stores' over HTTP; see the notes in bench/scale/results.json",
-	Points: map[string][]sizePoint{
-		"pebble": {
-			{Records: 2641102, ClaimsPerSecSingle: 15238.9, ClaimsPerSecBatch: 132031.1, P99SingleMS: 6.98, P99BatchMS: 40.11,
-				RSSBytes: 206917632, DiskBytesPerRecord: 138.22, MemBytesPerRecord: 60.37, FilterBytesPerRecord: 12.7,
-				RestartCleanS: 4.02, RestartKillS: 2.53},
-			{Records: 7312902, ClaimsPerSecBatch: 116751.8, P99BatchMS: 46.4,
-				RSSBytes: 383528960, DiskBytesPerRecord: 97.88, MemBytesPerRecord: 45.95, FilterBytesPerRecord: 18.35,
-				RestartCleanS: 6.83, RestartKillS: 8.22},
-		},
-		"redis": {
-			{Records: 543518, ClaimsPerSecSingle: 2900.7, ClaimsPerSecBatch: 25534.8, P99SingleMS: 21.89, P99BatchMS: 343.93,
-				RSSBytes: 172666880, DiskBytesPerRecord: 150.21, MemBytesPerRecord: 288.8,
-				RestartCleanS: 11.84, RestartKillS: 11.1},
-		},
-		"postgres": {
-			{Records: 254861, ClaimsPerSecSingle: 765.4, ClaimsPerSecBatch: 12290.5, P99SingleMS: 115.87, P99BatchMS: 346.03,
-				DiskBytesPerRecord: 192.92, RestartCleanS: 0.75},
-		},
-		"etcd": {
-			{Records: 201984, ClaimsPerSecSingle: 1147.8, ClaimsPerSecBatch: 9487.5, P99SingleMS: 65.8, P99BatchMS: 654.31,
-				RSSBytes: 299827200, DiskBytesPerRecord: 179.93, MemBytesPerRecord: 1325.97,
-				RestartCleanS: 14.17, RestartKillS: 11.2},
-		},
-	},
-}
-
 // etcd's storage quota. "The default storage size limit is 2 GiB,
 // configurable with --quota-backend-bytes flag. 8 GiB is a suggested maximum
 // size for normal environments and etcd warns at startup if the configured
