@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spentledger/spent"
+	"github.com/spentledger/spent/internal/grant"
 	"github.com/spentledger/spent/internal/problem"
 	"github.com/spentledger/spent/internal/strictjson"
 )
@@ -68,7 +69,7 @@ func (c Config) Validate() error {
 	if c.StoreLogInterval < 0 {
 		return fmt.Errorf("http: store log interval %v: must not be negative", c.StoreLogInterval)
 	}
-	_, err := newGrants(c.Tokens, nil)
+	_, err := grant.New("http", c.Tokens, nil)
 	return err
 }
 
@@ -77,7 +78,7 @@ func (c Config) Validate() error {
 type Server struct {
 	ledger  *spent.Ledger
 	maxBody int64
-	grants  []grant
+	grants  grant.Set
 	m       *metrics
 	scrape  http.Handler
 	log     *slog.Logger
@@ -109,7 +110,7 @@ func NewServer(l *spent.Ledger, cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	grants, err := newGrants(cfg.Tokens, l)
+	grants, err := grant.New("http", cfg.Tokens, l)
 	if err != nil {
 		return nil, err
 	}
@@ -400,7 +401,7 @@ func tooLarge(max int64) error {
 	return spent.Errorf(spent.ETooLarge, "body over %d bytes", max)
 }
 
-func (s *Server) claim(w http.ResponseWriter, r *http.Request, x *exchange, g *grant) int {
+func (s *Server) claim(w http.ResponseWriter, r *http.Request, x *exchange, g *grant.Grant) int {
 	var c spent.Claim
 	if err := decodeClaim(&x.d, -1, &c); err != nil {
 		return s.fail(w, x, routeClaim, err)
@@ -408,7 +409,7 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request, x *exchange, g *g
 	if err := x.d.End(); err != nil {
 		return s.fail(w, x, routeClaim, malformed(-1, err))
 	}
-	if !g.allows(c.Namespace, false) {
+	if !g.Allows(c.Namespace, false) {
 		return s.fail(w, x, routeClaim, forbidden(c.Namespace, false))
 	}
 	start := time.Now()
@@ -431,7 +432,7 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request, x *exchange, g *g
 	return s.reply(w, append(x.out, '\n'))
 }
 
-func (s *Server) claims(w http.ResponseWriter, r *http.Request, x *exchange, g *grant) int {
+func (s *Server) claims(w http.ResponseWriter, r *http.Request, x *exchange, g *grant.Grant) int {
 	var err error
 	x.claims, err = decodeClaims(&x.d, spent.MaxBatch, x.claims[:0])
 	if err != nil {
@@ -443,7 +444,7 @@ func (s *Server) claims(w http.ResponseWriter, r *http.Request, x *exchange, g *
 	last := ""
 	for i := range x.claims {
 		if ns := x.claims[i].Namespace; i == 0 || ns != last {
-			if !g.allows(ns, false) {
+			if !g.Allows(ns, false) {
 				return s.fail(w, x, routeClaims, forbidden(ns, false))
 			}
 			last = ns
@@ -470,7 +471,7 @@ func (s *Server) claims(w http.ResponseWriter, r *http.Request, x *exchange, g *
 }
 
 // end answers complete and release.
-func (s *Server) end(w http.ResponseWriter, r *http.Request, x *exchange, g *grant, rt route) int {
+func (s *Server) end(w http.ResponseWriter, r *http.Request, x *exchange, g *grant.Grant, rt route) int {
 	var t target
 	names := releaseNames
 	if rt == routeComplete {
@@ -482,7 +483,7 @@ func (s *Server) end(w http.ResponseWriter, r *http.Request, x *exchange, g *gra
 	if err := x.d.End(); err != nil {
 		return s.fail(w, x, rt, malformed(-1, err))
 	}
-	if !g.allows(t.namespace, t.force) {
+	if !g.Allows(t.namespace, t.force) {
 		return s.fail(w, x, rt, forbidden(t.namespace, t.force))
 	}
 	if rt == routeRelease {
@@ -506,7 +507,7 @@ func (s *Server) end(w http.ResponseWriter, r *http.Request, x *exchange, g *gra
 	return s.reply(w, append(x.out, '\n'))
 }
 
-func (s *Server) get(w http.ResponseWriter, r *http.Request, x *exchange, g *grant) int {
+func (s *Server) get(w http.ResponseWriter, r *http.Request, x *exchange, g *grant.Grant) int {
 	var ns, key string
 	if err := decodeGet(&x.d, &ns, &key); err != nil {
 		return s.fail(w, x, routeGet, err)
@@ -514,7 +515,7 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request, x *exchange, g *gra
 	if err := x.d.End(); err != nil {
 		return s.fail(w, x, routeGet, malformed(-1, err))
 	}
-	if !g.allows(ns, false) {
+	if !g.Allows(ns, false) {
 		return s.fail(w, x, routeGet, forbidden(ns, false))
 	}
 	rec, err := s.ledger.Get(r.Context(), ns, key)
@@ -526,7 +527,7 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request, x *exchange, g *gra
 	return s.reply(w, append(x.out, '\n'))
 }
 
-func (s *Server) unknown(w http.ResponseWriter, r *http.Request, x *exchange, g *grant) int {
+func (s *Server) unknown(w http.ResponseWriter, r *http.Request, x *exchange, g *grant.Grant) int {
 	var ns string
 	var limit int
 	if err := decodeUnknown(&x.d, &ns, &limit); err != nil {
@@ -535,7 +536,7 @@ func (s *Server) unknown(w http.ResponseWriter, r *http.Request, x *exchange, g 
 	if err := x.d.End(); err != nil {
 		return s.fail(w, x, routeUnknown, malformed(-1, err))
 	}
-	if !g.allows(ns, true) {
+	if !g.Allows(ns, true) {
 		return s.fail(w, x, routeUnknown, forbidden(ns, true))
 	}
 	recs, err := s.ledger.Unknown(r.Context(), ns, limit)

@@ -84,6 +84,8 @@ type serveConfig struct {
 	// AllowPlaintext lets the server listen on a non-loopback address
 	// without TLS (it then logs a warning).
 	AllowPlaintext bool
+	// RESP is the RESP listener (resp_listen and the [resp] section).
+	RESP respConfig
 }
 
 // defaultServeConfig is the configuration without a file: one namespace,
@@ -143,6 +145,8 @@ type fileConfig struct {
 	TLSKey          string    `toml:"tls_key"`
 	TLSClientCA     string    `toml:"tls_client_ca"`
 	AllowPlaintext  bool      `toml:"allow_plaintext"`
+	RESPListen      string    `toml:"resp_listen"`
+	RESP            fileRESP  `toml:"resp"`
 	Store           fileStore `toml:"store"`
 	// Namespaces are left undecoded by the first pass: a map's entries start
 	// from zero, so decodePolicies decodes each over spent.DefaultPolicy.
@@ -207,6 +211,7 @@ func newFileConfig(cfg serveConfig) fileConfig {
 		ShutdownTimeout: duration(cfg.ShutdownTimeout), FenceInterval: duration(cfg.FenceInterval),
 		LogLevel: cfg.LogLevel.String(), LogFormat: cfg.LogFormat,
 		TLSCert: cfg.TLSCert, TLSKey: cfg.TLSKey, TLSClientCA: cfg.TLSClientCA, AllowPlaintext: cfg.AllowPlaintext,
+		RESPListen: cfg.RESP.Listen,
 		Store: fileStore{
 			URL: cfg.StoreURL, AllowNonDurable: cfg.AllowNonDurable,
 			ExpectedRecords: int64(cfg.Store.ExpectedRecords), CacheSize: cfg.Store.CacheSize,
@@ -266,6 +271,9 @@ func (cfg *serveConfig) parse(doc string, getenv func(string) string) error {
 		return err
 	}
 	if err := f.applyNamespaces(cfg, policies, md); err != nil {
+		return err
+	}
+	if err := f.RESP.apply(cfg); err != nil {
 		return err
 	}
 	if cfg.Tokens, err = resolveTokens(f.Tokens, getenv, cfg.Ledger.Namespaces); err != nil {
@@ -333,6 +341,7 @@ func (f *fileConfig) applyServer(cfg *serveConfig) error {
 	cfg.LogLevel, cfg.LogFormat = level, f.LogFormat
 	cfg.TLSCert, cfg.TLSKey, cfg.TLSClientCA = f.TLSCert, f.TLSKey, f.TLSClientCA
 	cfg.AllowPlaintext = f.AllowPlaintext
+	cfg.RESP.Listen = f.RESPListen
 	return nil
 }
 
@@ -491,6 +500,11 @@ func (cfg *serveConfig) validate() error {
 	if err := checkListenAddr(cfg.Listen); err != nil {
 		return err
 	}
+	if cfg.RESP.Listen != "" {
+		if err := checkListenAddr(cfg.RESP.Listen); err != nil {
+			return fmt.Errorf("resp_listen: %w", err)
+		}
+	}
 	if cfg.Data == "" {
 		return errors.New("data: empty directory")
 	}
@@ -505,24 +519,36 @@ func (cfg *serveConfig) maxBody() int64 {
 	return sphttp.DefaultMaxBody
 }
 
-// checkListen refuses a non-loopback address while no tokens are configured
-// (without auth, anyone who can reach the port could claim and resolve
-// keys), and one without TLS unless allow_plaintext says so (bearer tokens
-// and results would cross the network in the clear).
+// checkListen refuses, for the HTTP and the RESP listener, a non-loopback
+// address while no tokens are configured (without auth, anyone who can
+// reach the port could claim and resolve keys), and one without TLS unless
+// allow_plaintext says so (tokens and results would cross the network in
+// the clear).
 func (cfg *serveConfig) checkListen() error {
-	if err := checkListenAddr(cfg.Listen); err != nil {
+	if err := cfg.checkAddr("listen", cfg.Listen); err != nil {
 		return err
 	}
-	loopback, err := isLoopback(cfg.Listen)
+	if cfg.RESP.Listen != "" {
+		return cfg.checkAddr("resp_listen", cfg.RESP.Listen)
+	}
+	return nil
+}
+
+// checkAddr is checkListen for one listener, key naming its setting.
+func (cfg *serveConfig) checkAddr(key, addr string) error {
+	if err := checkListenAddr(addr); err != nil {
+		return err
+	}
+	loopback, err := isLoopback(addr)
 	switch {
 	case err != nil:
-		return fmt.Errorf("listen %q: %w", cfg.Listen, err)
+		return fmt.Errorf("%s %q: %w", key, addr, err)
 	case loopback:
 		return nil
 	case len(cfg.Tokens) == 0:
-		return fmt.Errorf("listen %q: no tokens are configured, so auth is off and spent only listens on a loopback address (127.0.0.1, [::1], localhost); add [[tokens]] to the config file to listen elsewhere", cfg.Listen)
+		return fmt.Errorf("%s %q: no tokens are configured, so auth is off and spent only listens on a loopback address (127.0.0.1, [::1], localhost); add [[tokens]] to the config file to listen elsewhere", key, addr)
 	case cfg.TLSCert == "" && !cfg.AllowPlaintext:
-		return fmt.Errorf("listen %q: not a loopback address and TLS is off, so bearer tokens and results would cross the network in the clear; set tls_cert and tls_key (--tls-cert, --tls-key; see docs/operations.md), or allow_plaintext = true (--allow-plaintext) where a TLS-terminating proxy or a private network carries the traffic", cfg.Listen)
+		return fmt.Errorf("%s %q: not a loopback address and TLS is off, so bearer tokens and results would cross the network in the clear; set tls_cert and tls_key (--tls-cert, --tls-key; see docs/operations.md), or allow_plaintext = true (--allow-plaintext) where a TLS-terminating proxy or a private network carries the traffic", key, addr)
 	}
 	return nil
 }

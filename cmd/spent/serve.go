@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -24,6 +25,7 @@ import (
 	sphttp "github.com/spentledger/spent/http"
 	"github.com/spentledger/spent/node"
 	"github.com/spentledger/spent/privacypass"
+	"github.com/spentledger/spent/resp"
 )
 
 // Timeouts of the HTTP server. Claims are small and fast; these only bound
@@ -61,10 +63,15 @@ server joining a shared store, or a fence known to be lost).
 reloaded on SIGHUP and when they change, without dropping a connection.
 --tls-client-ca then requires of every client a certificate signed by one
 of its CAs. A non-loopback address without TLS is refused unless
---allow-plaintext (see docs/operations.md, "TLS and mTLS").`,
+--allow-plaintext (see docs/operations.md, "TLS and mTLS").
+
+--resp serves Redis clients too (RESP2 and RESP3, with the same tokens and
+TLS): SET key value NX is a claim, keys map to namespaces by prefix ("NAME:"
+for each namespace unless [resp] namespaces says otherwise; see docs/resp.md).`,
 		Example: `  spent serve
   spent serve --config spent.toml --listen 0.0.0.0:7070 --data /var/lib/spent --tls-cert server.crt --tls-key server.key
-  spent serve --store postgres://spent@db.internal/spent`,
+  spent serve --store postgres://spent@db.internal/spent
+  spent serve --resp 127.0.0.1:6380`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(c *cobra.Command, _ []string) error {
 			cfg, err := sf.config(c, m.getenv)
@@ -82,6 +89,7 @@ of its CAs. A non-loopback address without TLS is refused unless
 // serveFlags are the flags of the serve command.
 type serveFlags struct {
 	configPath, listen, data, storeURL string
+	resp                               string
 	tlsCert, tlsKey, tlsClientCA       string
 	allowNonDurable, newFence          bool
 	allowPlaintext                     bool
@@ -98,6 +106,7 @@ func (sf *serveFlags) add(f *pflag.FlagSet) {
 	f.StringVar(&sf.tlsCert, "tls-cert", "", "PEM `file` of the server's certificate (chain): serve HTTPS (overrides the file's tls_cert)")
 	f.StringVar(&sf.tlsKey, "tls-key", "", "PEM `file` of the certificate's private key (overrides the file's tls_key)")
 	f.StringVar(&sf.tlsClientCA, "tls-client-ca", "", "PEM `file` of the CAs that sign client certificates: every client must present one (overrides the file's tls_client_ca)")
+	f.StringVar(&sf.resp, "resp", "", "TCP `address` of a RESP (Redis protocol) listener, e.g. 127.0.0.1:6380 (overrides the file's resp_listen; see docs/resp.md)")
 	f.BoolVar(&sf.allowPlaintext, "allow-plaintext", false, "listen on a non-loopback address without TLS (behind a TLS-terminating proxy; overrides the file's allow_plaintext)")
 }
 
@@ -124,7 +133,7 @@ func (sf *serveFlags) config(c *cobra.Command, getenv func(string) string) (serv
 	}{
 		{"listen", &cfg.Listen, &sf.listen}, {"data", &cfg.Data, &sf.data},
 		{"tls-cert", &cfg.TLSCert, &sf.tlsCert}, {"tls-key", &cfg.TLSKey, &sf.tlsKey},
-		{"tls-client-ca", &cfg.TLSClientCA, &sf.tlsClientCA},
+		{"tls-client-ca", &cfg.TLSClientCA, &sf.tlsClientCA}, {"resp", &cfg.RESP.Listen, &sf.resp},
 	} {
 		if set(o.flag) {
 			*o.dst = *o.src
@@ -175,10 +184,20 @@ func (m *Main) serve(ctx context.Context, cfg serveConfig, newFence bool) error 
 	if err != nil {
 		return err
 	}
+	var respLn net.Listener
+	if cfg.RESP.Listen != "" {
+		if respLn, err = listenRESP(cfg.RESP.Listen); err != nil {
+			ln.Close()
+			return err
+		}
+	}
 	serving := false
 	defer func() {
 		if !serving {
 			ln.Close()
+			if respLn != nil {
+				respLn.Close()
+			}
 		}
 	}()
 	reg := prometheus.NewRegistry()
@@ -204,11 +223,23 @@ func (m *Main) serve(ctx context.Context, cfg serveConfig, newFence bool) error 
 	if err != nil {
 		return err
 	}
+	rs, err := m.respServer(cfg, n.Ledger(), reg, log)
+	if err != nil {
+		return &usageError{err}
+	}
 	srv := newHTTPServer(tr.handler(handler, route), log)
 	if certs != nil {
 		srv.TLSConfig = certs.serverConfig()
 	}
 	m.announce(cfg, ln.Addr().String(), certs != nil, n, log)
+	if rs != nil {
+		scheme := "redis"
+		if certs != nil {
+			scheme = "rediss"
+		}
+		fmt.Fprintf(m.Stdout, "spent RESP listening on %s://%s\n", scheme, respLn.Addr())
+		log.Info("spent serving RESP", "addr", respLn.Addr().String(), "tls", certs != nil)
+	}
 
 	bg, stopBG := context.WithCancel(context.Background())
 	defer stopBG()
@@ -222,7 +253,24 @@ func (m *Main) serve(ctx context.Context, cfg serveConfig, newFence bool) error 
 		}
 		serveErr <- srv.Serve(ln)
 	}()
+	if rs != nil {
+		var tc *tls.Config
+		if certs != nil {
+			tc = certs.serverConfig()
+		}
+		respErr := serveRESP(rs, respLn, tc)
+		go func() {
+			if err := <-respErr; err != nil && !errors.Is(err, resp.ErrServerClosed) {
+				log.Error("resp listener failed: Redis clients are no longer served; restart the server", "err", err)
+			}
+		}()
+	}
 	runErr := shutdown(ctx, cfg, n, srv, serveErr, log)
+	if rs != nil {
+		rctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+		shutdownRESP(rctx, rs, log)
+		cancel()
+	}
 	stopBG()
 	if err := n.Close(); err != nil {
 		return errors.Join(runErr, err)
@@ -259,6 +307,18 @@ func listen(addr string) (net.Listener, error) {
 	}
 	if err != nil {
 		return nil, fmt.Errorf("listen %s: %w: check the address given to --listen (or the file's listen)", addr, err)
+	}
+	return ln, nil
+}
+
+// listenRESP opens the RESP listener on addr, as listen does the HTTP one.
+func listenRESP(addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return nil, fmt.Errorf("resp listen %s: %w: another process listens on that port (a redis-server?); choose another with --resp (or stop it)", addr, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("resp listen %s: %w: check the address given to --resp (or the file's resp_listen)", addr, err)
 	}
 	return ln, nil
 }

@@ -1,0 +1,304 @@
+package resp
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spentledger/spent"
+)
+
+// A claim command's kinds.
+const (
+	kindSet    = iota // SET key value NX …
+	kindSetNX         // SETNX key value
+	kindNative        // SPENT.CLAIM ns key …
+)
+
+// pendingClaim is one claim command of a run, parsed.
+type pendingClaim struct {
+	kind   int
+	get    bool    // SET … GET
+	prefix *Prefix // nil for SPENT.CLAIM
+	value  []byte  // the value of a rollback prefix's claim, stored at completion
+	claim  spent.Claim
+	reply  []byte // an error reply written while parsing; nil when it goes to the ledger
+	answer spent.Answer
+	err    error
+}
+
+// claims decides a run of claim commands: those that parse go to the ledger
+// together (one store write), and the replies are written in order.
+func (c *conn) claims(run [][][]byte) {
+	items := make([]pendingClaim, len(run))
+	now := c.s.ledger.Now()
+	var batch []spent.Claim
+	var at []int
+	for i, args := range run {
+		it := &items[i]
+		saved := c.w.b
+		c.w.b = nil
+		c.parseClaim(it, args, now)
+		if len(c.w.b) > 0 {
+			it.reply = c.w.b
+		}
+		c.w.b = saved
+		if it.reply == nil {
+			batch = append(batch, it.claim)
+			at = append(at, i)
+		}
+	}
+	ctx, cancel := c.ctx()
+	defer cancel()
+	switch len(batch) {
+	case 0:
+	case 1:
+		items[at[0]].answer, items[at[0]].err = c.s.ledger.Claim(ctx, batch[0])
+	default:
+		answers, err := c.s.ledger.ClaimBatch(ctx, batch)
+		switch {
+		case err == nil:
+			for j, i := range at {
+				items[i].answer = answers[j]
+			}
+		case malformed(err):
+			// One claim was refused before anything was written: decide
+			// each on its own, so that only that one gets the error.
+			for j, i := range at {
+				items[i].answer, items[i].err = c.s.ledger.Claim(ctx, batch[j])
+			}
+		default:
+			for _, i := range at {
+				items[i].err = err
+			}
+		}
+	}
+	for i := range items {
+		c.answerClaim(&items[i])
+	}
+}
+
+// malformed reports whether a batch was refused for one claim's input, so
+// that nothing of it was written.
+func malformed(err error) bool {
+	switch spent.ErrorCode(err) {
+	case spent.EInvalid, spent.EKeyTooLong, spent.ETooLarge, spent.EUnknownNamespace:
+		return true
+	}
+	return false
+}
+
+// parseClaim parses one claim command into it, or writes its error reply.
+func (c *conn) parseClaim(it *pendingClaim, args [][]byte, now time.Time) {
+	name := strings.ToUpper(string(args[0]))
+	if c.g == nil {
+		c.w.fail("NOAUTH", "Authentication required: send AUTH with one of the server's tokens")
+		return
+	}
+	switch name {
+	case "SETNX":
+		it.kind = kindSetNX
+		if len(args) != 3 {
+			c.arity(name)
+			return
+		}
+		c.redisClaim(it, args[1], args[2], time.Time{}, now)
+	case "SET":
+		it.kind = kindSet
+		if len(args) < 3 {
+			c.arity(name)
+			return
+		}
+		nx := false
+		var exp time.Time
+		for i := 3; i < len(args); i++ {
+			opt := strings.ToUpper(string(args[i]))
+			switch opt {
+			case "NX":
+				nx = true
+			case "GET":
+				it.get = true
+			case "KEEPTTL":
+			case "XX":
+				c.w.fail("ERR", "spent refuses SET … XX: a record is never overwritten; claim with SET key value NX")
+				return
+			case "EX", "PX", "EXAT", "PXAT":
+				if !exp.IsZero() || i+1 == len(args) {
+					c.w.fail("ERR", "syntax error")
+					return
+				}
+				i++
+				n, err := strconv.ParseInt(string(args[i]), 10, 64)
+				if err != nil || n <= 0 || n > 1<<45 {
+					c.w.fail("ERR", "invalid expire time in 'set' command")
+					return
+				}
+				switch opt {
+				case "EX":
+					exp = now.Add(time.Duration(n) * time.Second)
+				case "PX":
+					exp = now.Add(time.Duration(n) * time.Millisecond)
+				case "EXAT":
+					exp = time.Unix(n, 0)
+				case "PXAT":
+					exp = time.UnixMilli(n)
+				}
+				if !exp.After(now) {
+					c.w.fail("ERR", "invalid expire time in 'set' command: "+exp.UTC().Format(time.RFC3339Nano)+" is not in the future")
+					return
+				}
+			default:
+				c.w.fail("ERR", "syntax error")
+				return
+			}
+		}
+		if !nx {
+			c.w.fail("ERR", "spent refuses SET without NX: a record is never overwritten; claim with SET key value NX (or SETNX)")
+			return
+		}
+		c.redisClaim(it, args[1], args[2], exp, now)
+	case "SPENT.CLAIM":
+		it.kind = kindNative
+		c.nativeClaim(it, args)
+	}
+}
+
+// redisClaim fills in the claim of a SET … NX or SETNX: the key's prefix
+// names the namespace, the value is the result (stored at once, or at the
+// end of the rollback window), and the expiry asked for is kept within the
+// prefix's minimum and the namespace's retention.
+func (c *conn) redisClaim(it *pendingClaim, k, value []byte, exp, now time.Time) {
+	p, key, ok := c.key(k)
+	if !ok {
+		return
+	}
+	pol, _ := c.s.ledger.Policy(p.Namespace)
+	if !exp.IsZero() {
+		if limit := now.Add(pol.Retention); exp.After(limit) {
+			exp = limit
+		}
+		if floor := now.Add(p.MinExpiry); exp.Before(floor) {
+			exp = floor
+		}
+	}
+	it.prefix = p
+	it.claim = spent.Claim{Namespace: p.Namespace, Key: key, Place: c.name, ExpiresAt: exp}
+	if p.Rollback {
+		it.value = value
+	} else {
+		it.claim.Result = value
+	}
+}
+
+// nativeClaim parses SPENT.CLAIM ns key [RESULT v] [FP hex] [PLACE p]
+// [EXPIRESAT ms].
+func (c *conn) nativeClaim(it *pendingClaim, args [][]byte) {
+	if len(args) < 3 || len(args)%2 == 0 {
+		c.arity("SPENT.CLAIM")
+		return
+	}
+	ns := string(args[1])
+	if !c.allowed(ns, false) {
+		return
+	}
+	it.claim = spent.Claim{Namespace: ns, Key: string(args[2]), Place: c.name}
+	for i := 3; i < len(args); i += 2 {
+		v := args[i+1]
+		switch strings.ToUpper(string(args[i])) {
+		case "RESULT":
+			it.claim.Result = v
+		case "FP":
+			fp, err := hexFingerprint(v)
+			if err != nil {
+				c.w.errorReply(err)
+				return
+			}
+			it.claim.Fingerprint = fp
+		case "PLACE":
+			it.claim.Place = string(v)
+		case "EXPIRESAT":
+			n, err := strconv.ParseInt(string(v), 10, 64)
+			if err != nil || n <= 0 {
+				c.w.fail("INVALID", "EXPIRESAT "+spent.QuoteInput(string(v))+": want Unix milliseconds")
+				return
+			}
+			it.claim.ExpiresAt = time.UnixMilli(n)
+		default:
+			c.w.fail("ERR", "syntax error: SPENT.CLAIM ns key [RESULT v] [FP hex] [PLACE p] [EXPIRESAT ms], not "+spent.QuoteInput(string(args[i])))
+			return
+		}
+	}
+}
+
+// answerClaim writes the reply of one claim command, in Redis's words for
+// SET and SETNX: fresh is OK (1), every repeat nil (0).
+func (c *conn) answerClaim(it *pendingClaim) {
+	label := [...]string{"set", "setnx", "spent.claim"}[it.kind]
+	status := "ok"
+	defer func() { c.s.m.commands.WithLabelValues(label, status).Inc() }()
+	if it.reply != nil {
+		status = "error"
+		c.w.b = append(c.w.b, it.reply...)
+		return
+	}
+	if it.err != nil {
+		status = "error"
+		c.fail(it.err)
+		return
+	}
+	a := &it.answer
+	c.s.m.outcomes.WithLabelValues(string(a.Outcome)).Inc()
+	fresh := a.Outcome == spent.Fresh
+	if fresh && it.prefix != nil && it.prefix.Rollback {
+		pol, _ := c.s.ledger.Policy(it.claim.Namespace)
+		c.s.rollback.add(it.claim.Namespace, it.claim.Key, a.Record.Seq, it.value, a.Record.FirstSeen.Add(pol.Lease/2))
+	}
+	switch it.kind {
+	case kindSetNX:
+		if fresh {
+			c.w.integer(1)
+		} else {
+			c.w.integer(0)
+		}
+	case kindSet:
+		switch {
+		case fresh && it.get:
+			c.w.null() // no value was there before
+		case fresh:
+			c.w.simple("OK")
+		case !it.get:
+			c.w.null()
+		case a.Outcome == spent.Replayed && !a.ResultOmitted:
+			c.w.bulk(a.Record.Result)
+		case a.Outcome == spent.Replayed:
+			c.replayedValue(it)
+		default:
+			// A repeat whose value is not shown (refuse namespace, pending,
+			// mismatch): an empty string, never nil, which would say the
+			// key was free.
+			c.w.bulkString("")
+		}
+	case kindNative:
+		if a.ResultOmitted {
+			ctx, cancel := c.ctx()
+			if rec, err := c.s.ledger.Get(ctx, it.claim.Namespace, it.claim.Key); err == nil && rec.Seq == a.Record.Seq {
+				a.Record.Result = rec.Result
+			}
+			cancel()
+		}
+		c.record(&a.Record, a)
+	}
+}
+
+// replayedValue reads the value of a replay whose result the batch left
+// out (the batch's result budget was spent).
+func (c *conn) replayedValue(it *pendingClaim) {
+	ctx, cancel := c.ctx()
+	defer cancel()
+	rec, err := c.s.ledger.Get(ctx, it.claim.Namespace, it.claim.Key)
+	if err != nil || rec.State != spent.StateComplete {
+		c.w.bulkString("")
+		return
+	}
+	c.w.bulk(rec.Result)
+}

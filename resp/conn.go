@@ -1,0 +1,708 @@
+package resp
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/spentledger/spent"
+	"github.com/spentledger/spent/internal/grant"
+)
+
+// conn is one client connection. Its goroutine reads a batch of commands
+// (the first, then every further one already received, up to MaxPipeline),
+// decides them in order, and writes their replies in order.
+type conn struct {
+	s        *Server
+	nc       net.Conn
+	r        *reader
+	w        writer
+	id       int64
+	name     string       // CLIENT SETNAME, the claims' place
+	g        *grant.Grant // nil until AUTH when tokens are configured
+	stopping atomic.Bool
+	batch    [][][]byte
+}
+
+func newConn(s *Server, nc net.Conn) *conn {
+	return &conn{s: s, nc: nc, r: newReader(nc, s.cfg.MaxArgs, s.cfg.MaxBulk), id: s.ids.Add(1)}
+}
+
+// stop asks the connection to end after the batch it is deciding: a read
+// blocked waiting for a command returns at once.
+func (c *conn) stop() {
+	c.stopping.Store(true)
+	c.nc.SetReadDeadline(time.Now())
+}
+
+func (c *conn) flush() error {
+	if len(c.w.b) == 0 {
+		return nil
+	}
+	_, err := c.nc.Write(c.w.b)
+	if cap(c.w.b) > 1<<20 {
+		c.w.b = nil
+	} else {
+		c.w.b = c.w.b[:0]
+	}
+	return err
+}
+
+func (c *conn) serve() {
+	c.s.m.conns.Inc()
+	defer func() {
+		c.s.m.conns.Dec()
+		c.nc.Close()
+		c.s.forget(c)
+	}()
+	if len(c.s.grants) == 0 {
+		c.g = grant.Open
+	}
+	for !c.stopping.Load() {
+		err := c.read()
+		if len(c.batch) > 0 {
+			if quit := c.exec(); quit {
+				c.flush()
+				return
+			}
+		}
+		if err != nil {
+			var pe *protocolError
+			if errors.As(err, &pe) {
+				c.s.m.refused.WithLabelValues("protocol").Inc()
+				c.w.fail("ERR", pe.Error())
+			} else if !ioErr(err) && !c.stopping.Load() {
+				c.s.log.Debug("resp: read", "client", c.nc.RemoteAddr().String(), "err", err)
+			}
+			c.flush()
+			return
+		}
+		if err := c.flush(); err != nil {
+			return
+		}
+	}
+}
+
+// read reads the next batch: one command, waiting for it, then those that
+// have already arrived, up to MaxPipeline commands or 4 × MaxBulk bytes.
+func (c *conn) read() error {
+	c.batch = c.batch[:0]
+	size := 0
+	for len(c.batch) < c.s.cfg.MaxPipeline && size <= 4*c.s.cfg.MaxBulk {
+		if len(c.batch) > 0 && !c.r.buffered() {
+			break
+		}
+		var args [][]byte
+		if n := len(c.batch); n < cap(c.batch) {
+			args = c.batch[:n+1][n]
+		}
+		args, n, err := c.r.command(args)
+		if err != nil {
+			return err
+		}
+		size += n
+		if len(args) > 0 {
+			c.batch = append(c.batch, args)
+		}
+	}
+	return nil
+}
+
+// exec decides the batch in order. A run of claims (SET … NX, SETNX,
+// SPENT.CLAIM) goes to the ledger as one batch, written by one store
+// write. It reports whether the client asked to quit.
+func (c *conn) exec() bool {
+	for i := 0; i < len(c.batch); {
+		name := strings.ToUpper(string(c.batch[i][0]))
+		if isClaim(name) {
+			j := i + 1
+			for j < len(c.batch) && isClaim(strings.ToUpper(string(c.batch[j][0]))) {
+				j++
+			}
+			c.claims(c.batch[i:j])
+			i = j
+			continue
+		}
+		if c.one(name, c.batch[i]) {
+			return true
+		}
+		i++
+	}
+	return false
+}
+
+func isClaim(name string) bool { return name == "SET" || name == "SETNX" || name == "SPENT.CLAIM" }
+
+// one decides a command other than a claim. It reports whether the client
+// asked to quit (or must be disconnected).
+func (c *conn) one(name string, args [][]byte) (quit bool) {
+	label := commandLabel(name)
+	before := len(c.w.b)
+	defer func() {
+		status := "ok"
+		if len(c.w.b) > before && c.w.b[before] == '-' {
+			status = "error"
+		}
+		c.s.m.commands.WithLabelValues(label, status).Inc()
+	}()
+	switch name {
+	case "POST", "HOST:":
+		// A browser tricked into posting to this port (cross-protocol
+		// scripting): end the connection before reading further.
+		c.s.log.Warn("resp: a client sent an HTTP request to the RESP listener: closing it", "client", c.nc.RemoteAddr().String())
+		c.s.m.refused.WithLabelValues("http").Inc()
+		return true
+	case "QUIT":
+		c.w.simple("OK")
+		return true
+	case "AUTH":
+		c.auth(args)
+		return false
+	case "HELLO":
+		c.hello(args)
+		return false
+	}
+	if c.g == nil {
+		c.w.fail("NOAUTH", "Authentication required: send AUTH with one of the server's tokens")
+		return false
+	}
+	switch name {
+	case "PING":
+		switch len(args) {
+		case 1:
+			c.w.simple("PONG")
+		case 2:
+			c.w.bulk(args[1])
+		default:
+			c.arity(name)
+		}
+	case "ECHO":
+		if len(args) != 2 {
+			c.arity(name)
+			return false
+		}
+		c.w.bulk(args[1])
+	case "SELECT":
+		if len(args) != 2 {
+			c.arity(name)
+		} else if string(args[1]) != "0" {
+			c.w.fail("ERR", "DB index is out of range: spent serves database 0 only; map keys to namespaces with prefixes instead")
+		} else {
+			c.w.simple("OK")
+		}
+	case "CLIENT":
+		c.client(args)
+	case "COMMAND":
+		if len(args) > 1 && strings.EqualFold(string(args[1]), "COUNT") {
+			c.w.integer(0)
+		} else {
+			c.w.array(0)
+		}
+	case "INFO":
+		c.w.bulkString(c.info())
+	case "RESET":
+		c.w.resp3, c.name = false, ""
+		if len(c.s.grants) > 0 {
+			c.g = nil
+		}
+		c.w.simple("RESET")
+	case "GET":
+		c.get(args)
+	case "EXISTS":
+		c.exists(args)
+	case "TTL", "PTTL":
+		c.ttl(args, name == "PTTL")
+	case "DEL", "UNLINK":
+		c.del(args)
+	case "SPENT.GET":
+		c.nativeGet(args)
+	case "SPENT.COMPLETE", "SPENT.RELEASE":
+		c.end(args, name == "SPENT.RELEASE")
+	default:
+		if why, ok := refusedWrites[name]; ok {
+			c.w.fail("ERR", "spent refuses "+name+": "+why)
+			return false
+		}
+		if name == "MULTI" || name == "EXEC" || name == "WATCH" || name == "DISCARD" {
+			c.w.fail("ERR", "spent does not run transactions: each command is atomic on its own; pipeline claims instead, and they share one durable write")
+			return false
+		}
+		c.w.fail("ERR", "unknown command "+spent.QuoteInput(string(args[0]))+": see docs/resp.md for the commands spent answers")
+	}
+	return false
+}
+
+// refusedWrites are the Redis writes that would overwrite, shorten or
+// delete a record, with the reason each is refused.
+var refusedWrites = func() map[string]string {
+	overwrite := "a record is never overwritten; claim with SET key value NX or SETNX"
+	expiry := "a record's expiry is fixed when it is claimed, so that it cannot be forgotten early"
+	m := map[string]string{}
+	for _, c := range []string{"GETSET", "SETEX", "PSETEX", "MSET", "MSETNX", "APPEND", "SETRANGE", "INCR", "INCRBY", "INCRBYFLOAT", "DECR", "DECRBY", "RENAME", "RENAMENX", "COPY", "MOVE", "RESTORE", "HSET", "HSETNX", "LPUSH", "RPUSH", "SADD", "ZADD"} {
+		m[c] = overwrite
+	}
+	for _, c := range []string{"EXPIRE", "PEXPIRE", "EXPIREAT", "PEXPIREAT", "PERSIST", "GETEX"} {
+		m[c] = expiry
+	}
+	m["GETDEL"] = "a complete record is never deleted before it expires (forgetting a spent key early lets it be spent twice)"
+	m["FLUSHDB"] = "the ledger is never flushed by a client; records are forgotten at their expiry"
+	m["FLUSHALL"] = m["FLUSHDB"]
+	m["SWAPDB"] = "spent serves database 0 only"
+	return m
+}()
+
+func (c *conn) arity(name string) {
+	c.w.fail("ERR", "wrong number of arguments for '"+strings.ToLower(name)+"' command")
+}
+
+// allowed checks that the connection's token may act in ns (with the admin
+// scope when admin), writing the error reply when not.
+func (c *conn) allowed(ns string, admin bool) bool {
+	if c.g.Allows(ns, admin) {
+		return true
+	}
+	var e *spent.Error
+	errors.As(grant.Forbidden(ns, admin), &e)
+	c.w.fail("NOPERM", e.Message)
+	return false
+}
+
+// key maps a Redis key to its prefix and claim key, writing the error reply
+// when no prefix matches or the token may not act there.
+func (c *conn) key(k []byte) (*Prefix, string, bool) {
+	p, key, ok := c.s.route(k)
+	if !ok {
+		c.w.fail("ERR", "key "+spent.QuoteInput(string(k))+" matches no configured prefix: spent claims only keys under a prefix mapped to a namespace ([resp.namespaces] in the config file)")
+		return nil, "", false
+	}
+	if !c.allowed(p.Namespace, false) {
+		return nil, "", false
+	}
+	return p, key, true
+}
+
+func (c *conn) auth(args [][]byte) {
+	if len(args) != 2 && len(args) != 3 {
+		c.arity("AUTH")
+		return
+	}
+	if len(c.s.grants) == 0 {
+		if len(args) == 2 {
+			c.w.fail("ERR", "AUTH <password> called without any password configured for the default user: this server has no tokens")
+			return
+		}
+		c.w.simple("OK")
+		return
+	}
+	if c.login(args[len(args)-1]) {
+		c.w.simple("OK")
+	}
+}
+
+// login checks a token, writing WRONGPASS when it is unknown.
+func (c *conn) login(tok []byte) bool {
+	if len(c.s.grants) == 0 {
+		return true
+	}
+	g := c.s.grants.Match(string(tok))
+	if g == nil {
+		c.s.m.refused.WithLabelValues("auth").Inc()
+		c.w.fail("WRONGPASS", "invalid username-password pair or user is disabled: unknown token")
+		return false
+	}
+	c.g = g
+	return true
+}
+
+func (c *conn) hello(args [][]byte) {
+	proto := 0
+	if len(args) > 1 {
+		v, err := strconv.Atoi(string(args[1]))
+		if err != nil || v < 2 || v > 3 {
+			c.w.fail("NOPROTO", "unsupported protocol version: spent speaks RESP2 and RESP3")
+			return
+		}
+		proto = v
+	}
+	name := c.name
+	for i := 2; i < len(args); i++ {
+		switch strings.ToUpper(string(args[i])) {
+		case "AUTH":
+			if i+2 >= len(args) {
+				c.w.fail("ERR", "syntax error in HELLO option 'AUTH'")
+				return
+			}
+			if !c.login(args[i+2]) {
+				return
+			}
+			i += 2
+		case "SETNAME":
+			if i+1 >= len(args) {
+				c.w.fail("ERR", "syntax error in HELLO option 'SETNAME'")
+				return
+			}
+			if !validName(args[i+1]) {
+				c.badName()
+				return
+			}
+			name = string(args[i+1])
+			i++
+		default:
+			c.w.fail("ERR", "syntax error in HELLO option "+spent.QuoteInput(string(args[i])))
+			return
+		}
+	}
+	if c.g == nil {
+		c.w.fail("NOAUTH", "HELLO must be called with the client's token (HELLO 3 AUTH default <token>) when tokens are configured")
+		return
+	}
+	if proto != 0 {
+		c.w.resp3 = proto == 3
+	}
+	c.name = name
+	p := 2
+	if c.w.resp3 {
+		p = 3
+	}
+	c.w.mapOf(7)
+	c.w.bulkString("server")
+	c.w.bulkString("spent")
+	c.w.bulkString("version")
+	c.w.bulkString(redisVersion)
+	c.w.bulkString("proto")
+	c.w.integer(int64(p))
+	c.w.bulkString("id")
+	c.w.integer(c.id)
+	c.w.bulkString("mode")
+	c.w.bulkString("standalone")
+	c.w.bulkString("role")
+	c.w.bulkString("master")
+	c.w.bulkString("modules")
+	c.w.array(0)
+}
+
+// redisVersion is the Redis version whose commands the listener answers,
+// as HELLO and INFO report it: clients check it before using a command.
+const redisVersion = "7.2.0"
+
+func validName(b []byte) bool {
+	if len(b) > spent.MaxPlaceLen {
+		return false
+	}
+	for _, ch := range b {
+		if ch <= ' ' || ch > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+func (c *conn) badName() {
+	c.w.fail("ERR", fmt.Sprintf("Client names cannot contain spaces, newlines or special characters, and spent's are at most %d bytes (the name is the claims' place)", spent.MaxPlaceLen))
+}
+
+func (c *conn) client(args [][]byte) {
+	if len(args) < 2 {
+		c.arity("CLIENT")
+		return
+	}
+	switch strings.ToUpper(string(args[1])) {
+	case "SETNAME":
+		if len(args) != 3 {
+			c.arity("CLIENT|SETNAME")
+		} else if !validName(args[2]) {
+			c.badName()
+		} else {
+			c.name = string(args[2])
+			c.w.simple("OK")
+		}
+	case "GETNAME":
+		if c.name == "" {
+			c.w.null()
+		} else {
+			c.w.bulkString(c.name)
+		}
+	case "ID":
+		c.w.integer(c.id)
+	case "SETINFO":
+		c.w.simple("OK")
+	case "INFO":
+		c.w.bulkString(fmt.Sprintf("id=%d addr=%s name=%s db=0 resp=%d\n", c.id, c.nc.RemoteAddr(), c.name, map[bool]int{false: 2, true: 3}[c.w.resp3]))
+	default:
+		c.w.fail("ERR", "unknown subcommand "+spent.QuoteInput(string(args[1]))+" of CLIENT: spent answers SETNAME, GETNAME, ID, SETINFO and INFO")
+	}
+}
+
+func (c *conn) info() string {
+	return "# Server\r\nredis_version:" + redisVersion + "\r\nredis_mode:standalone\r\nspent_version:" + c.s.cfg.Version +
+		"\r\n# Persistence\r\nloading:0\r\n# Replication\r\nrole:master\r\n"
+}
+
+// ctx is the context of one command's ledger calls: commands are not
+// cancelled when their client goes, so that what is decided is written.
+func (c *conn) ctx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), 30*time.Second)
+}
+
+func (c *conn) get(args [][]byte) {
+	if len(args) != 2 {
+		c.arity("GET")
+		return
+	}
+	p, key, ok := c.key(args[1])
+	if !ok {
+		return
+	}
+	ctx, cancel := c.ctx()
+	defer cancel()
+	rec, err := c.s.ledger.Get(ctx, p.Namespace, key)
+	switch {
+	case spent.ErrorCode(err) == spent.ENotFound:
+		c.w.null()
+	case err != nil:
+		c.fail(err)
+	case rec.State != spent.StateComplete:
+		c.w.null()
+	default:
+		c.w.bulk(rec.Result)
+	}
+}
+
+func (c *conn) fail(err error) {
+	if isStoreError(err) {
+		c.s.log.Error("resp: store", "err", err)
+	}
+	c.w.errorReply(err)
+}
+
+func (c *conn) exists(args [][]byte) {
+	if len(args) < 2 {
+		c.arity("EXISTS")
+		return
+	}
+	ctx, cancel := c.ctx()
+	defer cancel()
+	n := int64(0)
+	for _, k := range args[1:] {
+		p, key, ok := c.key(k)
+		if !ok {
+			return
+		}
+		_, err := c.s.ledger.Get(ctx, p.Namespace, key)
+		switch {
+		case err == nil:
+			n++
+		case spent.ErrorCode(err) != spent.ENotFound:
+			c.fail(err)
+			return
+		}
+	}
+	c.w.integer(n)
+}
+
+func (c *conn) ttl(args [][]byte, ms bool) {
+	if len(args) != 2 {
+		c.arity(map[bool]string{false: "TTL", true: "PTTL"}[ms])
+		return
+	}
+	p, key, ok := c.key(args[1])
+	if !ok {
+		return
+	}
+	ctx, cancel := c.ctx()
+	defer cancel()
+	rec, err := c.s.ledger.Get(ctx, p.Namespace, key)
+	switch {
+	case spent.ErrorCode(err) == spent.ENotFound:
+		c.w.integer(-2)
+	case err != nil:
+		c.fail(err)
+	default:
+		left := max(rec.ExpiresAt.Sub(c.s.ledger.Now()), 0)
+		if ms {
+			c.w.integer(left.Milliseconds())
+		} else {
+			c.w.integer(int64((left + 500*time.Millisecond) / time.Second))
+		}
+	}
+}
+
+// del releases pending claims; a complete record is refused. Keys are
+// released in order, and the first refusal ends the command with its error
+// (the keys before it are released).
+func (c *conn) del(args [][]byte) {
+	if len(args) < 2 {
+		c.arity("DEL")
+		return
+	}
+	ctx, cancel := c.ctx()
+	defer cancel()
+	n := int64(0)
+	for _, k := range args[1:] {
+		p, key, ok := c.key(k)
+		if !ok {
+			return
+		}
+		err := c.s.ledger.Release(ctx, spent.Release{Namespace: p.Namespace, Key: key})
+		switch spent.ErrorCode(err) {
+		case "":
+			n++
+			c.s.rollback.forget(p.Namespace, key)
+		case spent.ENotFound:
+		case spent.ENotPending:
+			why := "it is a complete record"
+			if p.Rollback {
+				why = "its rollback window (half the namespace's lease) has closed, and it is a complete record now"
+			}
+			c.w.fail("NOT_PENDING", "key "+spent.QuoteInput(string(k))+" cannot be deleted: "+why+"; spent never forgets a spent key before it expires, since that would let it be spent twice (only a pending claim can be released)")
+			return
+		default:
+			c.fail(err)
+			return
+		}
+	}
+	c.w.integer(n)
+}
+
+// millis is t in Unix milliseconds, 0 for the zero time.
+func millis(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+// record writes a record as a map; outcome, when not empty, comes first
+// with the answer's retry_after and unknown.
+func (c *conn) record(r *spent.Record, a *spent.Answer) {
+	n := 9
+	if a != nil {
+		n += 3
+	}
+	c.w.mapOf(n)
+	if a != nil {
+		c.w.bulkString("outcome")
+		c.w.bulkString(string(a.Outcome))
+		c.w.bulkString("retry_after")
+		c.w.integer(a.RetryAfter.Milliseconds())
+		c.w.bulkString("unknown")
+		c.w.integer(map[bool]int64{false: 0, true: 1}[a.Unknown])
+	}
+	c.w.bulkString("namespace")
+	c.w.bulkString(r.Namespace)
+	c.w.bulkString("hash")
+	c.w.bulkString(r.Hash.String())
+	c.w.bulkString("state")
+	c.w.bulkString(r.State.String())
+	c.w.bulkString("seq")
+	c.w.bulkString(r.Seq.String())
+	c.w.bulkString("first_seen")
+	c.w.integer(millis(r.FirstSeen))
+	c.w.bulkString("place")
+	c.w.bulkString(r.Place)
+	c.w.bulkString("expires_at")
+	c.w.integer(millis(r.ExpiresAt))
+	c.w.bulkString("lease_until")
+	c.w.integer(millis(r.LeaseUntil))
+	c.w.bulkString("result")
+	if r.State == spent.StateComplete && r.Result != nil {
+		c.w.bulk(r.Result)
+	} else {
+		c.w.null()
+	}
+}
+
+func (c *conn) nativeGet(args [][]byte) {
+	if len(args) != 3 {
+		c.arity("SPENT.GET")
+		return
+	}
+	ns := string(args[1])
+	if !c.allowed(ns, false) {
+		return
+	}
+	ctx, cancel := c.ctx()
+	defer cancel()
+	rec, err := c.s.ledger.Get(ctx, ns, string(args[2]))
+	switch {
+	case spent.ErrorCode(err) == spent.ENotFound:
+		c.w.null()
+	case err != nil:
+		c.fail(err)
+	default:
+		c.record(&rec, nil)
+	}
+}
+
+// end is SPENT.COMPLETE ns key seq result [FORCE] and SPENT.RELEASE ns key
+// seq [FORCE]; seq "*" addresses whichever claim holds the key.
+func (c *conn) end(args [][]byte, release bool) {
+	want := 5
+	name := "SPENT.COMPLETE"
+	if release {
+		want, name = 4, "SPENT.RELEASE"
+	}
+	force := false
+	if len(args) == want+1 && strings.EqualFold(string(args[want]), "FORCE") {
+		force = true
+		args = args[:want]
+	}
+	if len(args) != want {
+		c.arity(name)
+		return
+	}
+	ns, key := string(args[1]), string(args[2])
+	if !c.allowed(ns, force) {
+		return
+	}
+	var seq spent.Seq
+	if s := string(args[3]); s != "*" {
+		var err error
+		if seq, err = spent.ParseSeq(s); err != nil {
+			c.w.fail("INVALID", err.Error()+" (or * for whichever claim holds the key)")
+			return
+		}
+	}
+	ctx, cancel := c.ctx()
+	defer cancel()
+	if release {
+		if err := c.s.ledger.Release(ctx, spent.Release{Namespace: ns, Key: key, Seq: seq, Force: force}); err != nil {
+			c.fail(err)
+			return
+		}
+		c.w.simple("OK")
+		return
+	}
+	rec, err := c.s.ledger.Complete(ctx, spent.Completion{Namespace: ns, Key: key, Seq: seq, Result: args[4], Force: force})
+	if err != nil {
+		c.fail(err)
+		return
+	}
+	c.record(&rec, nil)
+}
+
+// hexFingerprint decodes SPENT.CLAIM's FP argument.
+func hexFingerprint(b []byte) ([]byte, error) {
+	fp := make([]byte, hex.DecodedLen(len(b)))
+	if _, err := hex.Decode(fp, b); err != nil {
+		return nil, spent.Errorf(spent.EInvalid, "FP: %v: want 64 hex digits (SHA-256)", err)
+	}
+	return fp, nil
+}
+
+// commandLabel is a command's metrics label: its name for the commands
+// spent answers, "other" for the rest.
+func commandLabel(name string) string {
+	switch name {
+	case "SET", "SETNX", "SPENT.CLAIM", "GET", "EXISTS", "TTL", "PTTL", "DEL", "UNLINK", "SPENT.GET", "SPENT.COMPLETE", "SPENT.RELEASE",
+		"AUTH", "HELLO", "PING", "ECHO", "QUIT", "SELECT", "CLIENT", "COMMAND", "INFO", "RESET":
+		return strings.ToLower(name)
+	}
+	return "other"
+}

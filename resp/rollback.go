@@ -1,0 +1,213 @@
+package resp
+
+import (
+	"container/heap"
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/spentledger/spent"
+)
+
+// completer completes the claims of rollback prefixes when their window
+// ends: SET … NX there holds the key pending, so that DEL can release it,
+// and the completion stores the value. A claim whose completion never comes
+// (the process died) stays pending, and its namespace holds expired leases,
+// so the key stays spent: an unknown outcome for an operator, never free.
+type completer struct {
+	l   *spent.Ledger
+	log *slog.Logger
+	m   *metrics
+
+	mu     sync.Mutex
+	queue  dueQueue
+	index  map[pendingKey]*due
+	wake   chan struct{}
+	closed bool
+	done   chan struct{}
+	inner  sync.WaitGroup // completions in flight
+	sem    chan struct{}
+}
+
+type pendingKey struct{ ns, key string }
+
+type due struct {
+	pendingKey
+	seq   spent.Seq
+	value []byte
+	at    time.Time
+	i     int
+}
+
+type dueQueue []*due
+
+func (q dueQueue) Len() int           { return len(q) }
+func (q dueQueue) Less(i, j int) bool { return q[i].at.Before(q[j].at) }
+func (q dueQueue) Swap(i, j int)      { q[i], q[j] = q[j], q[i]; q[i].i = i; q[j].i = j }
+func (q *dueQueue) Push(x any)        { d := x.(*due); d.i = len(*q); *q = append(*q, d) }
+func (q *dueQueue) Pop() any {
+	old := *q
+	d := old[len(old)-1]
+	old[len(old)-1] = nil
+	*q = old[:len(old)-1]
+	d.i = -1
+	return d
+}
+
+// maxCompleting bounds the completions in flight: they are many small
+// writes that the store groups.
+const maxCompleting = 256
+
+func newCompleter(l *spent.Ledger, log *slog.Logger, m *metrics) *completer {
+	return &completer{l: l, log: log, m: m, index: map[pendingKey]*due{}, wake: make(chan struct{}, 1),
+		done: make(chan struct{}), sem: make(chan struct{}, maxCompleting)}
+}
+
+// add schedules the completion of a fresh claim at at.
+func (c *completer) add(ns, key string, seq spent.Seq, value []byte, at time.Time) {
+	d := &due{pendingKey: pendingKey{ns, key}, seq: seq, value: value, at: at}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		c.complete(d)
+		return
+	}
+	if old := c.index[d.pendingKey]; old != nil {
+		heap.Remove(&c.queue, old.i)
+	}
+	c.index[d.pendingKey] = d
+	heap.Push(&c.queue, d)
+	first := c.queue[0] == d
+	c.mu.Unlock()
+	c.m.rollbackOpen.Inc()
+	if first {
+		select {
+		case c.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// forget drops the completion of a key whose claim was released.
+func (c *completer) forget(ns, key string) {
+	c.mu.Lock()
+	d := c.index[pendingKey{ns, key}]
+	if d != nil {
+		delete(c.index, d.pendingKey)
+		heap.Remove(&c.queue, d.i)
+	}
+	c.mu.Unlock()
+	if d != nil {
+		c.m.rollbackOpen.Dec()
+	}
+}
+
+// run completes each claim when it is due, until close.
+func (c *completer) run() {
+	defer close(c.done)
+	t := time.NewTimer(time.Hour)
+	for {
+		c.mu.Lock()
+		if c.closed {
+			c.mu.Unlock()
+			return
+		}
+		var ready []*due
+		now := time.Now()
+		for len(c.queue) > 0 && !c.queue[0].at.After(now) {
+			d := heap.Pop(&c.queue).(*due)
+			delete(c.index, d.pendingKey)
+			ready = append(ready, d)
+		}
+		wait := time.Hour
+		if len(c.queue) > 0 {
+			wait = c.queue[0].at.Sub(now)
+		}
+		c.mu.Unlock()
+		for _, d := range ready {
+			c.sem <- struct{}{}
+			c.inner.Add(1)
+			go func() {
+				defer func() { <-c.sem; c.inner.Done() }()
+				c.complete(d)
+			}()
+		}
+		t.Reset(wait)
+		select {
+		case <-t.C:
+		case <-c.wake:
+			if !t.Stop() {
+				select {
+				case <-t.C:
+				default:
+				}
+			}
+		}
+	}
+}
+
+// complete stores d's value, retrying a store that does not answer until
+// the lease ends (then the claim is an unknown outcome, still spent).
+func (c *completer) complete(d *due) {
+	defer c.m.rollbackOpen.Dec()
+	pol, _ := c.l.Policy(d.ns)
+	deadline := d.at.Add(pol.Lease / 2)
+	ctx, cancel := context.WithDeadline(context.Background(), deadline.Add(time.Second))
+	defer cancel()
+	wait := 10 * time.Millisecond
+	for {
+		_, err := c.l.Complete(ctx, spent.Completion{Namespace: d.ns, Key: d.key, Seq: d.seq, Result: d.value})
+		switch spent.ErrorCode(err) {
+		case "":
+			c.m.rollbackDone.WithLabelValues("completed").Inc()
+			return
+		case spent.ENotFound, spent.ENotPending, spent.ESeqMismatch:
+			// Released by DEL meanwhile (and perhaps claimed again).
+			c.m.rollbackDone.WithLabelValues("released").Inc()
+			return
+		}
+		if time.Now().Add(wait).After(deadline) {
+			c.m.rollbackDone.WithLabelValues("failed").Inc()
+			c.log.Error("resp: could not complete a claim of a rollback prefix before its lease ended: it stays pending, an unknown outcome (still spent); resolve it with spent unknown", "namespace", d.ns, "seq", d.seq.String(), "err", err)
+			return
+		}
+		time.Sleep(wait)
+		wait = min(2*wait, time.Second)
+	}
+}
+
+// close stops the timer and completes every claim still in its window now,
+// bounded by ctx.
+func (c *completer) close(ctx context.Context) error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	rest := []*due(c.queue)
+	c.queue, c.index = nil, nil
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+	<-c.done
+	for _, d := range rest {
+		c.sem <- struct{}{}
+		c.inner.Add(1)
+		go func() {
+			defer func() { <-c.sem; c.inner.Done() }()
+			c.complete(d)
+		}()
+	}
+	finished := make(chan struct{})
+	go func() { c.inner.Wait(); close(finished) }()
+	select {
+	case <-finished:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
