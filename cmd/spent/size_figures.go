@@ -7,22 +7,25 @@ package main
 // Command, on 2026-12-02. Rerun the script to change them.
 var sizeFigures = sizeBench{
 	Date:    "2026-12-02",
-	Command: "bench/scale.sh --pebble 1e5,1e6 --redis 1e5 --postgres 1e5 --etcd 1e5 --duration 10s --note 'development run at small sizes on a 2-core machine shared with other work, to prove the script end to end: not the figures to quote (the full run is bench/scale.sh with its defaults)'",
-	Machine: "2 vCPU, 23 GiB RAM, Linux 6.18.44-fc-v1045 x86_64; data dir on /dev/vda (ext4), 69 GiB free",
+	Command: "bench/scale.sh --pebble 1e6,1e7,1e8 --redis '' --postgres '' --etcd '' --out /tmp/scale-pebble.json --no-md (17:18-18:17 UTC); then bench/scale.sh --pebble '' --redis 1e6,1e7 --postgres 1e6,1e7 --etcd 1e6 --out /tmp/scale-shared.json --no-md (20:03-20:25 UTC)",
+	Machine: "2 vCPU, 23 GiB RAM, Linux 6.18.44-fc-v1045 x86_64; data dir on /dev/vda (ext4), 76 GiB free (pebble); the shared stores on the same machine type, Linux 6.18.44-fc-v1147 x86_64",
 	Note:    "",
 	Points: map[string][]sizePoint{
 		"pebble": {
-			{Records: 100000, ClaimsPerSecSingle: 7322, ClaimsPerSecBatch: 52939, P99SingleMS: 14.406, P99BatchMS: 39.64, RSSBytes: 131604480, DiskBytesPerRecord: 492.6, MemBytesPerRecord: 131.3, FilterBytesPerRecord: 11.95, RestartCleanS: 2.921, RestartKillS: 1.64, SweepS: 0.19, Swept: 10000},
-			{Records: 1000000, ClaimsPerSecSingle: 10951, ClaimsPerSecBatch: 71095, P99SingleMS: 11.322, P99BatchMS: 25.456, RSSBytes: 251719680, DiskBytesPerRecord: 228.9, MemBytesPerRecord: 116.8, FilterBytesPerRecord: 18.42, RestartCleanS: 6.894, RestartKillS: 5.03, SweepS: 2.577, Swept: 100000},
+			{Records: 1000000, ClaimsPerSecSingle: 12260, ClaimsPerSecBatch: 31081, P99SingleMS: 10.665, P99BatchMS: 87.925, RSSBytes: 230658048, DiskBytesPerRecord: 236.4, MemBytesPerRecord: 102.4, FilterBytesPerRecord: 11.69, RestartCleanS: 5.009, RestartKillS: 1.238, SweepS: 6.8, Swept: 100000},
+			{Records: 10000000, ClaimsPerSecSingle: 14689, ClaimsPerSecBatch: 78104, P99SingleMS: 6.873, P99BatchMS: 22.61, RSSBytes: 303542272, DiskBytesPerRecord: 93.5, MemBytesPerRecord: 22.3, FilterBytesPerRecord: 4.6, RestartCleanS: 2.145, RestartKillS: 1.569, SweepS: 20.178, Swept: 1000000},
+			{Records: 100000000, ClaimsPerSecSingle: 19262, ClaimsPerSecBatch: 82393, P99SingleMS: 4.604, P99BatchMS: 22.272, RSSBytes: 978079744, DiskBytesPerRecord: 69.7, MemBytesPerRecord: 9.2, FilterBytesPerRecord: 3.74, RestartCleanS: 3.789, RestartKillS: 2.419, SweepS: 678.17, Swept: 10000000},
 		},
 		"redis": {
-			{Records: 100000, ClaimsPerSecSingle: 5544, ClaimsPerSecBatch: 23487, P99SingleMS: 15.986, P99BatchMS: 124.711, RSSBytes: 106999808, DiskBytesPerRecord: 0, MemBytesPerRecord: 248.4, FilterBytesPerRecord: 0, RestartCleanS: 6.658, RestartKillS: 7.089, SweepS: 0, Swept: 0},
+			{Records: 1000000, ClaimsPerSecSingle: 14412, ClaimsPerSecBatch: 106872, P99SingleMS: 4.112, P99BatchMS: 15.304, RSSBytes: 861155328, DiskBytesPerRecord: 0, MemBytesPerRecord: 243.9, FilterBytesPerRecord: 0, RestartCleanS: 12.782, RestartKillS: 11.67, SweepS: 0, Swept: 0},
+			{Records: 10000000, ClaimsPerSecSingle: 12223, ClaimsPerSecBatch: 42918, P99SingleMS: 6.935, P99BatchMS: 51.726, RSSBytes: 2891173888, DiskBytesPerRecord: 0, MemBytesPerRecord: 254.3, FilterBytesPerRecord: 0, RestartCleanS: 56.859, RestartKillS: 51.213, SweepS: 0, Swept: 0},
 		},
 		"postgres": {
-			{Records: 100000, ClaimsPerSecSingle: 1429, ClaimsPerSecBatch: 10550, P99SingleMS: 51.465, P99BatchMS: 97.919, RSSBytes: 102038528, DiskBytesPerRecord: 190.4, MemBytesPerRecord: 0, FilterBytesPerRecord: 0, RestartCleanS: 1.199, RestartKillS: 3.866, SweepS: 0.38, Swept: 10000},
+			{Records: 1000000, ClaimsPerSecSingle: 4504, ClaimsPerSecBatch: 18739, P99SingleMS: 13.264, P99BatchMS: 39.796, RSSBytes: 224491520, DiskBytesPerRecord: 198.5, MemBytesPerRecord: 0, FilterBytesPerRecord: 0, RestartCleanS: 0.285, RestartKillS: 0.476, SweepS: 0.507, Swept: 100000},
+			{Records: 10000000, ClaimsPerSecSingle: 3047, ClaimsPerSecBatch: 13893, P99SingleMS: 23.83, P99BatchMS: 65.632, RSSBytes: 218878976, DiskBytesPerRecord: 193.9, MemBytesPerRecord: 0, FilterBytesPerRecord: 0, RestartCleanS: 0.311, RestartKillS: 0.49, SweepS: 7.202, Swept: 1000000},
 		},
 		"etcd": {
-			{Records: 100000, ClaimsPerSecSingle: 2018, ClaimsPerSecBatch: 9971, P99SingleMS: 38.959, P99BatchMS: 147.77, RSSBytes: 252370944, DiskBytesPerRecord: 171.7, MemBytesPerRecord: 1002.1, FilterBytesPerRecord: 0, RestartCleanS: 7.567, RestartKillS: 8.977, SweepS: 0, Swept: 0},
+			{Records: 1000000, ClaimsPerSecSingle: 4187, ClaimsPerSecBatch: 22549, P99SingleMS: 19.718, P99BatchMS: 62.274, RSSBytes: 1503666176, DiskBytesPerRecord: 171.9, MemBytesPerRecord: 958.9, FilterBytesPerRecord: 0, RestartCleanS: 14.322, RestartKillS: 14.156, SweepS: 0, Swept: 0},
 		},
 	},
 }

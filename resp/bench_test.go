@@ -1,0 +1,79 @@
+package resp_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/spentledger/spent"
+)
+
+// BenchmarkClaim measures claims of fresh keys from 64 goroutines over the
+// embedded store: straight into the ledger (the bare engine, as a service
+// in the same process would claim), and through the RESP listener with
+// go-redis, one command per round trip and pipelines of 16. Each op is one
+// claim; compare the claims/s metrics side by side:
+//
+//	go test ./resp -run '^$' -bench Claim -benchtime 200000x -count 3
+func BenchmarkClaim(b *testing.B) {
+	var n atomic.Int64
+	key := func() string { return fmt.Sprintf("k%d", n.Add(1)) }
+	par := max(1, 64/runtime.GOMAXPROCS(0))
+	b.Run("ledger", func(b *testing.B) {
+		f := start(b, false, nil)
+		ctx := context.Background()
+		b.SetParallelism(par)
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				a, err := f.ledger.Claim(ctx, spent.Claim{Namespace: "refuse", Key: key(), Result: []byte("v")})
+				if err != nil || a.Outcome != spent.Fresh {
+					b.Errorf("claim: %v, %v", a.Outcome, err)
+					return
+				}
+			}
+		})
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "claims/s")
+	})
+	for _, pipe := range []int{1, 16} {
+		b.Run(fmt.Sprintf("resp-pipeline-%d", pipe), func(b *testing.B) {
+			f := start(b, false, nil)
+			c := redis.NewClient(&redis.Options{Addr: f.addr, PoolSize: 64})
+			defer c.Close()
+			ctx := context.Background()
+			b.SetParallelism(par)
+			b.ResetTimer()
+			var done atomic.Int64
+			b.RunParallel(func(pb *testing.PB) {
+				p := c.Pipeline()
+				for {
+					k := 0
+					for k < pipe && pb.Next() {
+						p.SetNX(ctx, "t:"+key(), "v", 0)
+						k++
+					}
+					if k == 0 {
+						return
+					}
+					cmds, err := p.Exec(ctx)
+					if err != nil {
+						b.Errorf("pipeline: %v", err)
+						return
+					}
+					for _, cmd := range cmds {
+						if !cmd.(*redis.BoolCmd).Val() {
+							b.Errorf("a fresh key answered as a repeat")
+							return
+						}
+					}
+					done.Add(int64(k))
+				}
+			})
+			b.ReportMetric(float64(done.Load())/b.Elapsed().Seconds(), "claims/s")
+		})
+	}
+}
