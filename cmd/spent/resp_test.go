@@ -161,25 +161,25 @@ func TestRESPKillLosesNothingAcknowledged(t *testing.T) {
 func TestRESPOneKeyManyConnections(t *testing.T) {
 	bin := buildSpent(t)
 	_, raddr := startSpentRESP(t, bin, t.TempDir())
+	clients := make([]*redis.Client, 100)
+	for i := range clients {
+		clients[i] = redis.NewClient(&redis.Options{Addr: raddr, PoolSize: 1, MaxRetries: -1})
+		defer clients[i].Close()
+		if err := clients[i].Ping(context.Background()).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for round := range 10 {
 		key := fmt.Sprintf("default:race-%d", round)
 		var wins atomic.Int64
-		var errs []error
 		var mu sync.Mutex
+		var errs []error
 		var wg sync.WaitGroup
 		start := make(chan struct{})
-		for c := range 100 {
+		for c, rdb := range clients {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				rdb := redis.NewClient(&redis.Options{Addr: raddr, PoolSize: 1})
-				defer rdb.Close()
-				if err := rdb.Ping(context.Background()).Err(); err != nil {
-					mu.Lock()
-					errs = append(errs, err)
-					mu.Unlock()
-					return
-				}
 				<-start
 				ok, err := rdb.SetNX(context.Background(), key, fmt.Sprint(c), 0).Result()
 				if err != nil {
