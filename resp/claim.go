@@ -250,8 +250,10 @@ func (c *conn) answerClaim(it *pendingClaim) {
 	c.s.m.outcomes.WithLabelValues(string(a.Outcome)).Inc()
 	fresh := a.Outcome == spent.Fresh
 	if fresh && it.prefix != nil && it.prefix.Rollback {
-		pol, _ := c.s.ledger.Policy(it.claim.Namespace)
-		c.s.rollback.add(it.claim.Namespace, it.claim.Key, a.Record.Seq, it.value, a.Record.FirstSeen.Add(pol.Lease/2))
+		// The window is half the lease, which ends at the record's expiry
+		// when that comes first.
+		r := &a.Record
+		c.s.rollback.add(it.claim.Namespace, it.claim.Key, r.Seq, it.value, r.FirstSeen.Add(r.LeaseUntil.Sub(r.FirstSeen)/2), r.LeaseUntil)
 	}
 	switch it.kind {
 	case kindSetNX:

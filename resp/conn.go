@@ -206,6 +206,14 @@ func (c *conn) one(name string, args [][]byte) (quit bool) {
 		}
 	case "INFO":
 		c.w.bulkString(c.info())
+	case "CONFIG":
+		// Clients and redis-benchmark read settings at start; spent has
+		// none to give over RESP, and none to set.
+		if len(args) > 1 && strings.EqualFold(string(args[1]), "GET") {
+			c.w.mapOf(0)
+		} else {
+			c.w.fail("ERR", "spent refuses CONFIG "+spent.QuoteInput(string(args[len(args)-1]))+": its settings are in its config file (docs/configuration.md)")
+		}
 	case "RESET":
 		c.w.resp3, c.name = false, ""
 		if len(c.s.grants) > 0 {
@@ -676,6 +684,7 @@ func (c *conn) end(args [][]byte, release bool) {
 			c.fail(err)
 			return
 		}
+		c.s.rollback.forget(ns, key)
 		c.w.simple("OK")
 		return
 	}
@@ -701,7 +710,7 @@ func hexFingerprint(b []byte) ([]byte, error) {
 func commandLabel(name string) string {
 	switch name {
 	case "SET", "SETNX", "SPENT.CLAIM", "GET", "EXISTS", "TTL", "PTTL", "DEL", "UNLINK", "SPENT.GET", "SPENT.COMPLETE", "SPENT.RELEASE",
-		"AUTH", "HELLO", "PING", "ECHO", "QUIT", "SELECT", "CLIENT", "COMMAND", "INFO", "RESET":
+		"AUTH", "HELLO", "PING", "ECHO", "QUIT", "SELECT", "CLIENT", "COMMAND", "INFO", "RESET", "CONFIG":
 		return strings.ToLower(name)
 	}
 	return "other"

@@ -526,12 +526,24 @@ func TestLimits(t *testing.T) {
 	for _, c := range conns {
 		c.Close()
 	}
-	// An HTTP request to the port is cut off at its first line.
-	hc, err := net.Dial("tcp", f.addr)
-	if err != nil {
-		t.Fatal(err)
+	// An HTTP request to the port is cut off at its first line, once the
+	// server has let go of the closed connections.
+	var hc net.Conn
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if hc, err = net.Dial("tcp", f.addr); err != nil {
+			t.Fatal(err)
+		}
+		hc.Write([]byte("PING\r\n"))
+		hc.SetReadDeadline(time.Now().Add(5 * time.Second))
+		n, _ = hc.Read(b)
+		if string(b[:n]) == "+PONG\r\n" {
+			break
+		}
+		hc.Close()
+		if time.Now().After(deadline) {
+			t.Fatalf("no connection served 10 s after the others closed: %q", b[:n])
+		}
 	}
-	time.Sleep(100 * time.Millisecond) // the closed connections are forgotten
 	hc.Write([]byte("POST / HTTP/1.1\r\nHost: localhost\r\n\r\nSETNX e:web x\r\n"))
 	hc.SetReadDeadline(time.Now().Add(5 * time.Second))
 	n, err = hc.Read(b)

@@ -36,7 +36,8 @@ type due struct {
 	pendingKey
 	seq   spent.Seq
 	value []byte
-	at    time.Time
+	at    time.Time // the window's end: complete then
+	end   time.Time // the lease's end: give up then
 	i     int
 }
 
@@ -64,23 +65,29 @@ func newCompleter(l *spent.Ledger, log *slog.Logger, m *metrics) *completer {
 		done: make(chan struct{}), sem: make(chan struct{}, maxCompleting)}
 }
 
-// add schedules the completion of a fresh claim at at.
-func (c *completer) add(ns, key string, seq spent.Seq, value []byte, at time.Time) {
-	d := &due{pendingKey: pendingKey{ns, key}, seq: seq, value: value, at: at}
+// add schedules the completion of a fresh claim at at; end is its lease's
+// end.
+func (c *completer) add(ns, key string, seq spent.Seq, value []byte, at, end time.Time) {
+	d := &due{pendingKey: pendingKey{ns, key}, seq: seq, value: value, at: at, end: end}
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
 		c.complete(d)
 		return
 	}
-	if old := c.index[d.pendingKey]; old != nil {
+	old := c.index[d.pendingKey]
+	if old != nil {
+		// The key was released (SPENT.RELEASE, or a lease retaken) and
+		// claimed again: the old claim has nothing left to complete.
 		heap.Remove(&c.queue, old.i)
 	}
 	c.index[d.pendingKey] = d
 	heap.Push(&c.queue, d)
 	first := c.queue[0] == d
 	c.mu.Unlock()
-	c.m.rollbackOpen.Inc()
+	if old == nil {
+		c.m.rollbackOpen.Inc()
+	}
 	if first {
 		select {
 		case c.wake <- struct{}{}:
@@ -151,8 +158,7 @@ func (c *completer) run() {
 // the lease ends (then the claim is an unknown outcome, still spent).
 func (c *completer) complete(d *due) {
 	defer c.m.rollbackOpen.Dec()
-	pol, _ := c.l.Policy(d.ns)
-	deadline := d.at.Add(pol.Lease / 2)
+	deadline := d.end
 	ctx, cancel := context.WithDeadline(context.Background(), deadline.Add(time.Second))
 	defer cancel()
 	wait := 10 * time.Millisecond

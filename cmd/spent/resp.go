@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -21,12 +22,13 @@ import (
 type fileRESP struct {
 	// Namespaces maps key prefixes to namespaces; empty maps "NAME:" to
 	// each namespace NAME.
-	Namespaces  map[string]string `toml:"namespaces"`
-	Rollback    []string          `toml:"rollback"`
-	MaxArgs     int64             `toml:"max_args"`
-	MaxBulk     int64             `toml:"max_bulk"`
-	MaxPipeline int64             `toml:"max_pipeline"`
-	MaxClients  int64             `toml:"max_clients"`
+	Namespaces  map[string]string   `toml:"namespaces"`
+	Rollback    []string            `toml:"rollback"`
+	MinExpiry   map[string]duration `toml:"min_expiry"`
+	MaxArgs     int64               `toml:"max_args"`
+	MaxBulk     int64               `toml:"max_bulk"`
+	MaxPipeline int64               `toml:"max_pipeline"`
+	MaxClients  int64               `toml:"max_clients"`
 }
 
 // respConfig is the RESP listener's part of serveConfig.
@@ -38,6 +40,9 @@ type respConfig struct {
 	Namespaces map[string]string
 	// Rollback lists the prefixes whose SET … NX can be rolled back by DEL.
 	Rollback []string
+	// MinExpiry is the shortest life of a record of a prefix: a shorter EX
+	// is raised to it.
+	MinExpiry map[string]time.Duration
 	// The listener's limits; zero means the resp package's defaults.
 	MaxArgs, MaxBulk, MaxPipeline, MaxClients int
 }
@@ -45,12 +50,13 @@ type respConfig struct {
 // apply checks the [resp] section against the namespaces and sets it in cfg.
 func (r fileRESP) apply(cfg *serveConfig) error {
 	for _, l := range []struct {
-		key string
-		v   int64
-		max int64
-	}{{"max_args", r.MaxArgs, 1 << 16}, {"max_bulk", r.MaxBulk, 1 << 30}, {"max_pipeline", r.MaxPipeline, spent.MaxBatch}, {"max_clients", r.MaxClients, 1 << 20}} {
-		if l.v < 0 || l.v > l.max {
-			return fmt.Errorf("[resp] %s = %d: want 1 to %d (or leave it out for the default)", l.key, l.v, l.max)
+		key      string
+		v        int64
+		min, max int64
+	}{{"max_args", r.MaxArgs, 4, 1 << 16}, {"max_bulk", r.MaxBulk, spent.MaxKeyLen, 1 << 30},
+		{"max_pipeline", r.MaxPipeline, 1, spent.MaxBatch}, {"max_clients", r.MaxClients, 1, 1 << 20}} {
+		if l.v != 0 && (l.v < l.min || l.v > l.max) {
+			return fmt.Errorf("[resp] %s = %d: want %d to %d (or 0, or leave it out, for the default)", l.key, l.v, l.min, l.max)
 		}
 	}
 	for prefix, ns := range r.Namespaces {
@@ -71,6 +77,20 @@ func (r fileRESP) apply(cfg *serveConfig) error {
 		if cfg.Ledger.Namespaces[ns].OnLeaseExpiry != spent.LeaseExpiryHold {
 			return fmt.Errorf("[resp] rollback: prefix %q: namespace %q retakes expired leases, so a spend whose completion a crash cut short would become free again; set on_lease_expiry = \"hold\" in [namespaces.%s]", p, ns, ns)
 		}
+	}
+	cfg.RESP.MinExpiry = nil
+	for p, d := range r.MinExpiry {
+		ns, ok := prefixes[p]
+		if !ok {
+			return fmt.Errorf("[resp] min_expiry: prefix %q is not mapped to a namespace (mapped: %s)", p, strings.Join(sortedKeys(prefixes), ", "))
+		}
+		if ret := cfg.Ledger.Namespaces[ns].Retention; time.Duration(d) <= 0 || time.Duration(d) > ret {
+			return fmt.Errorf("[resp] min_expiry: prefix %q: %v: want more than 0 and at most namespace %q's retention, %v", p, time.Duration(d), ns, ret)
+		}
+		if cfg.RESP.MinExpiry == nil {
+			cfg.RESP.MinExpiry = map[string]time.Duration{}
+		}
+		cfg.RESP.MinExpiry[p] = time.Duration(d)
 	}
 	cfg.RESP.MaxArgs, cfg.RESP.MaxBulk = int(r.MaxArgs), int(r.MaxBulk)
 	cfg.RESP.MaxPipeline, cfg.RESP.MaxClients = int(r.MaxPipeline), int(r.MaxClients)
@@ -114,6 +134,9 @@ func (m *Main) respServer(cfg serveConfig, l *spent.Ledger, reg prometheus.Regis
 			// is never remembered for less, whatever EX the relay asks.
 			pol, _ := l.Policy(ns)
 			pr.MinExpiry = pol.Retention
+		}
+		if d, ok := cfg.RESP.MinExpiry[p]; ok {
+			pr.MinExpiry = max(pr.MinExpiry, d)
 		}
 		rc.Prefixes = append(rc.Prefixes, pr)
 	}

@@ -89,9 +89,9 @@ func respDocSession(t *testing.T) []respDocStep {
 	return steps
 }
 
-// redisCLI returns the path of redis-cli, skipping the test without it
+// redisCLIPath returns the path of redis-cli, skipping the test without it
 // (failing it under CI).
-func redisCLI(t *testing.T) string {
+func redisCLIPath(t *testing.T) string {
 	t.Helper()
 	path, err := exec.LookPath("redis-cli")
 	if err != nil {
@@ -196,7 +196,7 @@ func respDocMatch(got string, want []string, countdown bool) bool {
 // which makes redis-cli print what it prints in a terminal. It then checks
 // that the spent_resp_* metrics the server exports are documented.
 func TestRESPDocSession(t *testing.T) {
-	cli := redisCLI(t)
+	cli := redisCLIPath(t)
 	steps := respDocSession(t)
 	const serve = "spent serve --resp 127.0.0.1:6380"
 	if steps[0].command != serve {
@@ -457,6 +457,7 @@ func TestRESPDocConfigKeys(t *testing.T) {
 	samples := map[string]string{
 		"namespaces":   `{ "tokens:redeemed:" = "relay-tokens", "default:" = "default" }`,
 		"rollback":     `["tokens:redeemed:"]`,
+		"min_expiry":   `{ "tokens:redeemed:" = "30h" }`,
 		"max_args":     `8`,
 		"max_bulk":     `4096`,
 		"max_pipeline": `16`,
@@ -566,6 +567,11 @@ func TestRESPDocConfigKeys(t *testing.T) {
 	c.do("SET", "tokens:redeemed:k1:n2", "1", "NX", "EX", "999999")
 	if got := c.do("TTL", "tokens:redeemed:k1:n2"); !respDocMatch(got, []string{"(integer) 108000"}, true) {
 		t.Fatalf("TTL after EX 999999 in a 30h namespace: got %q, want 108000 (or a few seconds less)", got)
+	}
+	// min_expiry = 30h under tokens:redeemed: raises a shorter EX to it.
+	c.do("SET", "tokens:redeemed:k1:n3", "1", "NX", "EX", "10")
+	if got := c.do("TTL", "tokens:redeemed:k1:n3"); !respDocMatch(got, []string{"(integer) 108000"}, true) {
+		t.Fatalf("TTL after EX 10 under min_expiry 30h: got %q, want 108000 (or a few seconds less)", got)
 	}
 
 	// max_pipeline = 16: 40 pipelined claims are answered in order.

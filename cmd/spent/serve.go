@@ -265,12 +265,25 @@ func (m *Main) serve(ctx context.Context, cfg serveConfig, newFence bool) error 
 			}
 		}()
 	}
-	runErr := shutdown(ctx, cfg, n, srv, serveErr, log)
-	if rs != nil {
+	// The RESP listener shuts down beside the HTTP server, within the same
+	// shutdown timeout, and before the node closes the store.
+	respDone, httpDone := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(respDone)
+		if rs == nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+		case <-httpDone:
+		}
 		rctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+		defer cancel()
 		shutdownRESP(rctx, rs, log)
-		cancel()
-	}
+	}()
+	runErr := shutdown(ctx, cfg, n, srv, serveErr, log)
+	close(httpDone)
+	<-respDone
 	stopBG()
 	if err := n.Close(); err != nil {
 		return errors.Join(runErr, err)
