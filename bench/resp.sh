@@ -13,8 +13,18 @@
 #
 # from 64 connections, with pipeline 1 and pipeline 16, ROUNDS times,
 # alternating the servers so that a slow moment of the machine falls on
-# both. It prints each run's requests per second and the ratios of the
-# medians (spent / redis-server), and the machine and the disk.
+# both, and against bench/bareresp, the bare handler: a Go RESP server with
+# one goroutine a connection, as spent's, that answers +OK and keeps
+# nothing, the ceiling of a Go front end on the machine. Each round also
+# measures the bare engine: the same claims straight
+# into the ledger in process (no network, no RESP), one claim a call for
+# pipeline 1 and batches of 16 for pipeline 16, which bounds what any front
+# end over it can reach on this machine. It prints each run's requests per
+# second and the ratios of the medians (spent / redis-server, bare engine /
+# redis-server, spent / bare engine), the CPU each used a request (the
+# servers' from /proc, redis-benchmark's and the bare engine's process's
+# from bash's time: on a 2-core machine the client takes its share of the
+# cores from the server), and the machine and the disk.
 #
 # Usage: bench/resp.sh [--requests N] [--rounds R] [--dir DIR]
 #   --requests  requests per run at pipeline 1 (default 200000; pipeline 16
@@ -64,6 +74,7 @@ wait_ping() {
 }
 
 go build -o "$work/spent" ./cmd/spent
+go build -o "$work/bareresp" ./bench/bareresp
 machine="$(nproc) vCPU, $(free -g | awk '/^Mem:/ { print $2 }') GiB RAM, $(uname -srm); $(redis-server --version | cut -d' ' -f1-3); work dir on $(df -P -T "$work" | awk 'NR == 2 { printf "%s (%s)", $1, $2 }')"
 echo "== machine: $machine"
 echo "== commit: $(git rev-parse --short HEAD)"
@@ -72,7 +83,8 @@ rport=$(free_port)
 mkdir "$work/redis"
 redis-server --port "$rport" --bind 127.0.0.1 --dir "$work/redis" --appendonly yes --appendfsync always \
 	--save '' --daemonize no --logfile "$work/redis/log" &
-pids+=($!)
+rpid=$!
+pids+=($rpid)
 
 sport=$(free_port)
 hport=$(free_port)
@@ -92,28 +104,66 @@ on_lease_expiry = "hold"
 namespaces = { "key:" = "bench" }
 TOML
 "$work/spent" serve --config "$work/spent.toml" >"$work/spent.out" 2>"$work/spent.err" &
-pids+=($!)
+spid=$!
+pids+=($spid)
+bport=$(free_port)
+"$work/bareresp" --listen "127.0.0.1:$bport" &
+bpid=$!
+pids+=($bpid)
 wait_ping "$rport"
 wait_ping "$sport"
 
-# run NAME PORT PIPELINE prints the requests per second of one run.
+# The bare engine: the same claims straight into the ledger over the
+# embedded store, in the same process, no network, from 64 goroutines, one
+# claim a call and batches of 16 (resp's BenchmarkClaim), on the same disk.
+go test -c -o "$work/resp.test" ./resp
+# bare NAME N prints the claims per second of the bare engine and the CPU
+# microseconds a claim of its whole process (the setup included).
+bare() {
+	local out
+	out=$( { TIMEFORMAT='%U %S'; time (cd "$work" && TMPDIR="$work" ./resp.test -test.run '^$' -test.bench "Claim/$1\$" -test.benchtime "$2x" 2>/dev/null); } 2>&1)
+	awk -v n="$2" '
+		/claims\/s/ { for (i = 1; i < NF; i++) if ($(i + 1) == "claims/s") rate = $i }
+		/^[0-9.]+ [0-9.]+$/ { split($0, c, " "); cpu = c[1] + c[2] }
+		END { printf "%s %.1f\n", rate, cpu * 1e6 / n }' <<<"$out"
+}
+
+# cpu PID prints the CPU seconds (user + system) the process has used.
+tick=$(getconf CLK_TCK)
+cpu() { awk -v t="$tick" '{ print ($14 + $15) / t }' "/proc/$1/stat"; }
+
+# run NAME PORT PIPELINE PID prints the requests per second of one run, the
+# server's CPU microseconds a request (PID's) and redis-benchmark's.
 run() {
-	local n=$requests
+	local n=$requests before after out
 	[ "$3" -gt 1 ] && n=$((requests * 4))
-	redis-benchmark -h 127.0.0.1 -p "$2" -c 64 -n "$n" -P "$3" -r 100000000 --csv \
-		SET 'key:__rand_int__' v NX EX 108000 | awk -F'","' 'NR == 2 { gsub(/"/, "", $2); print $2 }'
+	before=$(cpu "$4")
+	out=$( { TIMEFORMAT='%U %S'; time redis-benchmark -h 127.0.0.1 -p "$2" -c 64 -n "$n" -P "$3" -r 100000000 --csv \
+		SET 'key:__rand_int__' v NX EX 108000 2>/dev/null; } 2>&1)
+	after=$(cpu "$4")
+	awk -F'","' -v n="$n" -v b="$before" -v a="$after" '
+		NR == 2 { gsub(/"/, "", $2); rps = $2 }
+		/^[0-9.]+ [0-9.]+$/ { split($0, c, " "); client = c[1] + c[2] }
+		END { printf "%s %.1f %.1f\n", rps, (a - b) * 1e6 / n, client * 1e6 / n }' <<<"$out"
 }
 
 declare -A got
 for p in 1 16; do
 	for r in $(seq "$rounds"); do
-		for s in redis spent; do
-			port=$rport
-			[ $s = spent ] && port=$sport
-			v=$(run $s "$port" $p)
-			echo "pipeline $p round $r $s: $v requests/s"
+		for s in redis spent handler; do
+			port=$rport pid=$rpid
+			[ $s = spent ] && port=$sport pid=$spid
+			[ $s = handler ] && port=$bport pid=$bpid
+			read -r v scpu ccpu <<<"$(run $s "$port" $p "$pid")"
+			echo "pipeline $p round $r $s: $v requests/s; CPU a request: server $scpu µs, redis-benchmark $ccpu µs"
 			got[$s-$p]+="$v "
+			got[$s-cpu-$p]+="$scpu "
+			got[client-cpu-$s-$p]+="$ccpu "
 		done
+		if [ "$p" = 1 ]; then read -r v bcpu <<<"$(bare ledger "$requests")"; else read -r v bcpu <<<"$(bare ledger-batch-16 $((requests * 4)))"; fi
+		echo "pipeline $p round $r bare engine: $v claims/s; CPU a claim: $bcpu µs"
+		got[bare-$p]+="$v "
+		got[bare-cpu-$p]+="$bcpu "
 	done
 done
 
@@ -122,5 +172,10 @@ echo "== medians of $rounds runs, 64 connections, SET key:__rand_int__ v NX EX 1
 for p in 1 16; do
 	r=$(median "${got[redis-$p]}")
 	s=$(median "${got[spent-$p]}")
+	e=$(median "${got[bare-$p]}")
+	h=$(median "${got[handler-$p]}")
+	echo "pipeline $p: CPU µs a request (medians): redis-server $(median "${got[redis-cpu-$p]}"), spent $(median "${got[spent-cpu-$p]}"), bare handler $(median "${got[handler-cpu-$p]}"), bare engine $(median "${got[bare-cpu-$p]}"); redis-benchmark $(median "${got[client-cpu-redis-$p]}") against redis-server, $(median "${got[client-cpu-spent-$p]}") against spent, $(median "${got[client-cpu-handler-$p]}") against the bare handler"
+	echo "           bare handler (Go RESP server answering +OK, bench/bareresp) $h/s [${got[handler-$p]% }], handler/redis $(awk -v s="$h" -v r="$(median "${got[redis-$p]}")" 'BEGIN { printf "%.2f", s / r }'), spent/handler $(awk -v s="$(median "${got[spent-$p]}")" -v r="$h" 'BEGIN { printf "%.2f", s / r }')"
 	echo "pipeline $p: redis-server (appendfsync always) $r/s [${got[redis-$p]% }], spent $s/s [${got[spent-$p]% }], spent/redis $(awk -v s="$s" -v r="$r" 'BEGIN { printf "%.2f", s / r }')"
+	echo "           bare engine (in process, $([ "$p" = 1 ] && echo "one claim a call" || echo "batches of 16")) $e/s [${got[bare-$p]% }], bare/redis $(awk -v s="$e" -v r="$r" 'BEGIN { printf "%.2f", s / r }'), spent/bare $(awk -v s="$s" -v r="$e" 'BEGIN { printf "%.2f", s / r }')"
 done

@@ -14,8 +14,9 @@ import (
 
 // BenchmarkClaim measures claims of fresh keys from 64 goroutines over the
 // embedded store: straight into the ledger (the bare engine, as a service
-// in the same process would claim), and through the RESP listener with
-// go-redis, one command per round trip and pipelines of 16. Each op is one
+// in the same process would claim), one claim a call and batches of 16,
+// and through the RESP listener with go-redis, one command per round trip
+// and pipelines of 16. Each op is one
 // claim; compare the claims/s metrics side by side:
 //
 //	go test ./resp -run '^$' -bench Claim -benchtime 200000x -count 3
@@ -38,6 +39,32 @@ func BenchmarkClaim(b *testing.B) {
 			}
 		})
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "claims/s")
+	})
+	b.Run("ledger-batch-16", func(b *testing.B) {
+		f := start(b, false, nil)
+		ctx := context.Background()
+		b.SetParallelism(par)
+		b.ResetTimer()
+		var done atomic.Int64
+		b.RunParallel(func(pb *testing.PB) {
+			batch := make([]spent.Claim, 0, 16)
+			for {
+				batch = batch[:0]
+				for len(batch) < 16 && pb.Next() {
+					batch = append(batch, spent.Claim{Namespace: "refuse", Key: key(), Result: []byte("v")})
+				}
+				if len(batch) == 0 {
+					return
+				}
+				as, err := f.ledger.ClaimBatch(ctx, batch)
+				if err != nil || as[0].Outcome != spent.Fresh {
+					b.Errorf("claim batch: %v", err)
+					return
+				}
+				done.Add(int64(len(batch)))
+			}
+		})
+		b.ReportMetric(float64(done.Load())/b.Elapsed().Seconds(), "claims/s")
 	})
 	for _, pipe := range []int{1, 16} {
 		b.Run(fmt.Sprintf("resp-pipeline-%d", pipe), func(b *testing.B) {

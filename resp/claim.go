@@ -2,7 +2,6 @@ package resp
 
 import (
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/spentledger/spent"
@@ -90,7 +89,7 @@ func malformed(err error) bool {
 
 // parseClaim parses one claim command into it, or writes its error reply.
 func (c *conn) parseClaim(it *pendingClaim, args [][]byte, now time.Time) {
-	name := strings.ToUpper(string(args[0]))
+	name := upper(args[0])
 	if c.g == nil {
 		c.w.fail("NOAUTH", "Authentication required: send AUTH with one of the server's tokens")
 		return
@@ -112,7 +111,7 @@ func (c *conn) parseClaim(it *pendingClaim, args [][]byte, now time.Time) {
 		nx := false
 		var exp time.Time
 		for i := 3; i < len(args); i++ {
-			opt := strings.ToUpper(string(args[i]))
+			opt := upper(args[i])
 			switch opt {
 			case "NX":
 				nx = true
@@ -204,7 +203,7 @@ func (c *conn) nativeClaim(it *pendingClaim, args [][]byte) {
 	it.claim = spent.Claim{Namespace: ns, Key: string(args[2]), Place: c.name}
 	for i := 3; i < len(args); i += 2 {
 		v := args[i+1]
-		switch strings.ToUpper(string(args[i])) {
+		switch upper(args[i]) {
 		case "RESULT":
 			it.claim.Result = v
 		case "FP":
@@ -234,20 +233,21 @@ func (c *conn) nativeClaim(it *pendingClaim, args [][]byte) {
 // SET and SETNX: fresh is OK (1), every repeat nil (0).
 func (c *conn) answerClaim(it *pendingClaim) {
 	label := [...]string{"set", "setnx", "spent.claim"}[it.kind]
-	status := "ok"
-	defer func() { c.s.m.commands.WithLabelValues(label, status).Inc() }()
 	if it.reply != nil {
-		status = "error"
+		c.s.m.command(label, false)
 		c.w.b = append(c.w.b, it.reply...)
 		return
 	}
 	if it.err != nil {
-		status = "error"
+		c.s.m.command(label, false)
 		c.fail(it.err)
 		return
 	}
+	c.s.m.command(label, true)
 	a := &it.answer
-	c.s.m.outcomes.WithLabelValues(string(a.Outcome)).Inc()
+	if o, ok := c.s.m.byOutcome[a.Outcome]; ok {
+		o.Inc()
+	}
 	fresh := a.Outcome == spent.Fresh
 	if fresh && it.prefix != nil && it.prefix.Rollback {
 		// The window is half the lease, which ends at the record's expiry

@@ -119,10 +119,10 @@ func (c *conn) read() error {
 // write. It reports whether the client asked to quit.
 func (c *conn) exec() bool {
 	for i := 0; i < len(c.batch); {
-		name := strings.ToUpper(string(c.batch[i][0]))
+		name := upper(c.batch[i][0])
 		if isClaim(name) {
 			j := i + 1
-			for j < len(c.batch) && isClaim(strings.ToUpper(string(c.batch[j][0]))) {
+			for j < len(c.batch) && isClaim(upper(c.batch[j][0])) {
 				j++
 			}
 			c.claims(c.batch[i:j])
@@ -145,11 +145,7 @@ func (c *conn) one(name string, args [][]byte) (quit bool) {
 	label := commandLabel(name)
 	before := len(c.w.b)
 	defer func() {
-		status := "ok"
-		if len(c.w.b) > before && c.w.b[before] == '-' {
-			status = "error"
-		}
-		c.s.m.commands.WithLabelValues(label, status).Inc()
+		c.s.m.command(label, len(c.w.b) == before || c.w.b[before] != '-')
 	}()
 	switch name {
 	case "POST", "HOST:":
@@ -705,13 +701,54 @@ func hexFingerprint(b []byte) ([]byte, error) {
 	return fp, nil
 }
 
-// commandLabel is a command's metrics label: its name for the commands
-// spent answers, "other" for the rest.
+// commandNames are the commands spent answers, each its own metrics label.
+var commandNames = []string{"SET", "SETNX", "SPENT.CLAIM", "GET", "EXISTS", "TTL", "PTTL", "DEL", "UNLINK", "SPENT.GET", "SPENT.COMPLETE", "SPENT.RELEASE",
+	"AUTH", "HELLO", "PING", "ECHO", "QUIT", "SELECT", "CLIENT", "COMMAND", "INFO", "RESET", "CONFIG"}
+
+// labels maps each of commandNames to its label.
+var labels = func() map[string]string {
+	m := make(map[string]string, len(commandNames))
+	for _, n := range commandNames {
+		m[n] = strings.ToLower(n)
+	}
+	return m
+}()
+
+// commandLabel is a command's metrics label: its name in lower case for the
+// commands spent answers, "other" for the rest.
 func commandLabel(name string) string {
-	switch name {
-	case "SET", "SETNX", "SPENT.CLAIM", "GET", "EXISTS", "TTL", "PTTL", "DEL", "UNLINK", "SPENT.GET", "SPENT.COMPLETE", "SPENT.RELEASE",
-		"AUTH", "HELLO", "PING", "ECHO", "QUIT", "SELECT", "CLIENT", "COMMAND", "INFO", "RESET", "CONFIG":
-		return strings.ToLower(name)
+	if l, ok := labels[name]; ok {
+		return l
 	}
 	return "other"
+}
+
+// known interns the upper-case names that upper looks up: the commands and
+// the options of SET and SPENT.CLAIM.
+var known = func() map[string]string {
+	m := map[string]string{}
+	for _, n := range append(commandNames, "NX", "XX", "GET", "EX", "PX", "EXAT", "PXAT", "KEEPTTL", "RESULT", "FP", "PLACE", "EXPIRESAT", "FORCE") {
+		m[n] = n
+	}
+	return m
+}()
+
+// upper returns b in upper case (ASCII), without allocating for the names
+// in known.
+func upper(b []byte) string {
+	var buf [16]byte
+	if len(b) > len(buf) {
+		return strings.ToUpper(string(b))
+	}
+	u := buf[:len(b)]
+	for i, ch := range b {
+		if 'a' <= ch && ch <= 'z' {
+			ch -= 'a' - 'A'
+		}
+		u[i] = ch
+	}
+	if s, ok := known[string(u)]; ok {
+		return s
+	}
+	return string(u)
 }

@@ -1,6 +1,10 @@
 package resp
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/spentledger/spent"
+)
 
 // metrics are the listener's Prometheus metrics (docs/operations.md).
 type metrics struct {
@@ -10,6 +14,21 @@ type metrics struct {
 	conns        prometheus.Gauge
 	rollbackOpen prometheus.Gauge
 	rollbackDone *prometheus.CounterVec
+
+	// The counters of the commands and outcomes spent answers, looked up
+	// once rather than by label on every command.
+	byCommand map[string][2]prometheus.Counter // [ok, error]
+	byOutcome map[spent.Outcome]prometheus.Counter
+}
+
+// command counts one command of label (commandLabel's), answered without
+// an error reply when ok.
+func (m *metrics) command(label string, ok bool) {
+	i := 0
+	if !ok {
+		i = 1
+	}
+	m.byCommand[label][i].Inc()
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -26,6 +45,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Claims of rollback prefixes in their window: pending, to be completed with their value."}),
 		rollbackDone: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "spent_resp_rollback_ended_total",
 			Help: "Rollback windows ended, by how: completed, released (by DEL), failed (left pending, an unknown outcome)."}, []string{"how"}),
+	}
+	m.byCommand = map[string][2]prometheus.Counter{}
+	for _, name := range append(commandNames, "other") {
+		label := commandLabel(name)
+		m.byCommand[label] = [2]prometheus.Counter{m.commands.WithLabelValues(label, "ok"), m.commands.WithLabelValues(label, "error")}
+	}
+	m.byOutcome = map[spent.Outcome]prometheus.Counter{}
+	for _, o := range []spent.Outcome{spent.Fresh, spent.Replayed, spent.InProgress, spent.Refused, spent.Mismatch} {
+		m.byOutcome[o] = m.outcomes.WithLabelValues(string(o))
 	}
 	if reg == nil {
 		return m, nil
