@@ -93,7 +93,6 @@ type Server struct {
 	conns   map[*conn]bool
 	closing bool
 	wg      sync.WaitGroup
-	nconns  atomic.Int64
 	ids     atomic.Int64
 }
 

@@ -155,8 +155,17 @@ type spentProcess struct {
 
 func startSpent(t *testing.T, bin, dir string, args ...string) *spentProcess {
 	t.Helper()
+	p, _ := launchSpent(t, bin, append([]string{"serve", "--listen", "127.0.0.1:0", "--data", dir}, args...), 0)
+	return p
+}
+
+// launchSpent runs `spent ARGS` (a serve command), killed at the test's
+// end, and reads the line that gives its HTTP address, then extra more lines
+// of its standard output, which it returns; the rest is discarded.
+func launchSpent(t *testing.T, bin string, args []string, extra int) (*spentProcess, []string) {
+	t.Helper()
 	p := &spentProcess{stderr: &syncBuffer{}, exited: make(chan struct{})}
-	p.cmd = exec.Command(bin, append([]string{"serve", "--listen", "127.0.0.1:0", "--data", dir}, args...)...)
+	p.cmd = exec.Command(bin, args...)
 	p.cmd.Stderr = p.stderr
 	out, err := p.cmd.StdoutPipe()
 	if err != nil {
@@ -170,14 +179,22 @@ func startSpent(t *testing.T, bin, dir string, args ...string) *spentProcess {
 		p.cmd.Process.Kill()
 		<-p.exited
 	})
-	line, err := bufio.NewReader(out).ReadString('\n')
+	r := bufio.NewReader(out)
+	line, err := r.ReadString('\n')
 	addr, ok := strings.CutPrefix(strings.TrimSpace(line), "spent listening on http://")
 	if err != nil || !ok {
 		t.Fatalf("spent serve did not start: %q, %v; stderr:\n%s", line, err, p.stderr)
 	}
-	go io.Copy(io.Discard, out)
+	lines := make([]string, extra)
+	for i := range lines {
+		if lines[i], err = r.ReadString('\n'); err != nil {
+			t.Fatalf("spent serve: reading line %d of its output: %v; stderr:\n%s", i+2, err, p.stderr)
+		}
+		lines[i] = strings.TrimSpace(lines[i])
+	}
+	go io.Copy(io.Discard, r)
 	p.addr, p.url = addr, "http://"+addr
-	return p
+	return p, lines
 }
 
 // peak returns the process's peak resident set (VmHWM) in bytes.

@@ -1,12 +1,9 @@
 package main_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,31 +17,11 @@ import (
 // loopback port and returns the process and the RESP address.
 func startSpentRESP(t *testing.T, bin, dir string, args ...string) (*spentProcess, string) {
 	t.Helper()
-	p := &spentProcess{stderr: &syncBuffer{}, exited: make(chan struct{})}
-	p.cmd = exec.Command(bin, append([]string{"serve", "--listen", "127.0.0.1:0", "--resp", "127.0.0.1:0", "--data", dir}, args...)...)
-	p.cmd.Stderr = p.stderr
-	out, err := p.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
+	p, lines := launchSpent(t, bin, append([]string{"serve", "--listen", "127.0.0.1:0", "--resp", "127.0.0.1:0", "--data", dir}, args...), 1)
+	raddr, ok := strings.CutPrefix(lines[0], "spent RESP listening on redis://")
+	if !ok {
+		t.Fatalf("spent serve --resp: got %q, want its RESP address; stderr:\n%s", lines[0], p.stderr)
 	}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.cmd.Wait(); close(p.exited) }()
-	t.Cleanup(func() {
-		p.cmd.Process.Kill()
-		<-p.exited
-	})
-	r := bufio.NewReader(out)
-	line1, err1 := r.ReadString('\n')
-	line2, err2 := r.ReadString('\n')
-	addr, ok1 := strings.CutPrefix(strings.TrimSpace(line1), "spent listening on http://")
-	raddr, ok2 := strings.CutPrefix(strings.TrimSpace(line2), "spent RESP listening on redis://")
-	if err1 != nil || err2 != nil || !ok1 || !ok2 {
-		t.Fatalf("spent serve --resp did not start: %q %q, %v %v; stderr:\n%s", line1, line2, err1, err2, p.stderr)
-	}
-	go io.Copy(io.Discard, out)
-	p.addr, p.url = addr, "http://"+addr
 	return p, raddr
 }
 
