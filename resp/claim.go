@@ -29,10 +29,19 @@ type pendingClaim struct {
 // claims decides a run of claim commands: those that parse go to the ledger
 // together (one store write), and the replies are written in order.
 func (c *conn) claims(run [][][]byte) {
-	items := make([]pendingClaim, len(run))
+	items := c.items[:0]
+	for range run {
+		items = append(items, pendingClaim{})
+	}
+	batch, at := c.batchOf[:0], c.at[:0]
+	defer func() {
+		clear(items)
+		clear(batch)
+		if cap(items) <= maxReused {
+			c.items, c.batchOf, c.at = items[:0], batch[:0], at[:0]
+		}
+	}()
 	now := c.s.ledger.Now()
-	var batch []spent.Claim
-	var at []int
 	for i, args := range run {
 		it := &items[i]
 		saved := c.w.b
@@ -76,6 +85,10 @@ func (c *conn) claims(run [][][]byte) {
 		c.answerClaim(&items[i])
 	}
 }
+
+// maxReused is the most claims whose buffers a connection keeps for its
+// next run.
+const maxReused = 256
 
 // malformed reports whether a batch was refused for one claim's input, so
 // that nothing of it was written.

@@ -28,6 +28,9 @@ type conn struct {
 	g        *grant.Grant // nil until AUTH when tokens are configured
 	stopping atomic.Bool
 	batch    [][][]byte
+	items    []pendingClaim // claims, reused from run to run
+	batchOf  []spent.Claim
+	at       []int
 }
 
 func newConn(s *Server, nc net.Conn) *conn {

@@ -31,6 +31,29 @@ type reader struct {
 	br      *bufio.Reader
 	maxArgs int
 	maxBulk int
+	arena   []byte // where short arguments are carved from
+}
+
+// arenaChunk is the size of the chunks short arguments are carved from, and
+// maxCarved the longest argument carved rather than allocated on its own.
+// A chunk is never reused: an argument kept after its command (a value
+// waiting for its rollback window, say) keeps its chunk alive, no more.
+const (
+	arenaChunk = 16 << 10
+	maxCarved  = 1 << 10
+)
+
+// alloc returns n bytes for an argument.
+func (r *reader) alloc(n int) []byte {
+	if n > maxCarved {
+		return make([]byte, n)
+	}
+	if len(r.arena)+n > cap(r.arena) {
+		r.arena = make([]byte, 0, arenaChunk)
+	}
+	i := len(r.arena)
+	r.arena = r.arena[:i+n]
+	return r.arena[i : i+n : i+n]
 }
 
 func newReader(r io.Reader, maxArgs, maxBulk int) *reader {
@@ -111,14 +134,19 @@ func (r *reader) command(args [][]byte) ([][]byte, int, error) {
 		if m > r.maxBulk {
 			return args, 0, protocolErrorf("argument of %d bytes: at most %d (resp max_bulk)", m, r.maxBulk)
 		}
-		b := make([]byte, m+2)
+		b := r.alloc(m)
 		if _, err := io.ReadFull(r.br, b); err != nil {
 			return args, 0, unexpectedEOF(err)
 		}
-		if b[m] != '\r' || b[m+1] != '\n' {
+		cr, err1 := r.br.ReadByte()
+		lf, err2 := r.br.ReadByte()
+		if err := errors.Join(err1, err2); err != nil {
+			return args, 0, unexpectedEOF(err)
+		}
+		if cr != '\r' || lf != '\n' {
 			return args, 0, protocolErrorf("bulk of %d bytes not followed by CRLF", m)
 		}
-		args = append(args, b[:m:m])
+		args = append(args, b)
 		size += m
 	}
 	return args, size, nil
