@@ -7,7 +7,7 @@ package main
 // Command, on 2026-12-02. Rerun the script to change them.
 var sizeFigures = sizeBench{
 	Date:    "2026-12-02",
-	Command: "bench/scale.sh --pebble 1e6,1e7,1e8 --redis '' --postgres '' --etcd '' --out /tmp/scale-pebble.json --no-md (17:18-18:17 UTC); then bench/scale.sh --pebble '' --redis 1e6,1e7 --postgres 1e6,1e7 --etcd 1e6 --out /tmp/scale-shared.json --no-md (20:03-20:25 UTC)",
+	Command: "bench/scale.sh --pebble 1e6,1e7,1e8 --redis '' --postgres '' --etcd '' --out /tmp/scale-pebble.json --no-md (17:18-18:17 UTC); then bench/scale.sh --pebble '' --redis 1e6,1e7 --postgres 1e6,1e7 --etcd 1e6 --out /tmp/scale-shared.json --no-md (20:03-20:25 UTC); Redis at 1e7 again: bench/scale.sh --pebble '' --redis 1e7 --postgres '' --etcd '' --out /tmp/scale-redis10.json --no-md (21:14-21:19 UTC)",
 	Machine: "2 vCPU, 23 GiB RAM, Linux 6.18.44-fc-v1045 x86_64; data dir on /dev/vda (ext4), 76 GiB free (pebble); the shared stores on the same machine type, Linux 6.18.44-fc-v1147 x86_64",
 	Note:    "",
 	Points: map[string][]sizePoint{
@@ -18,7 +18,7 @@ var sizeFigures = sizeBench{
 		},
 		"redis": {
 			{Records: 1000000, ClaimsPerSecSingle: 14412, ClaimsPerSecBatch: 106872, P99SingleMS: 4.112, P99BatchMS: 15.304, RSSBytes: 861155328, DiskBytesPerRecord: 0, MemBytesPerRecord: 243.9, FilterBytesPerRecord: 0, RestartCleanS: 12.782, RestartKillS: 11.67, SweepS: 0, Swept: 0},
-			{Records: 10000000, ClaimsPerSecSingle: 12223, ClaimsPerSecBatch: 42918, P99SingleMS: 6.935, P99BatchMS: 51.726, RSSBytes: 2891173888, DiskBytesPerRecord: 0, MemBytesPerRecord: 254.3, FilterBytesPerRecord: 0, RestartCleanS: 56.859, RestartKillS: 51.213, SweepS: 0, Swept: 0},
+			{Records: 10000000, ClaimsPerSecSingle: 17283, ClaimsPerSecBatch: 91737, P99SingleMS: 4.89, P99BatchMS: 23.17, RSSBytes: 3071283200, DiskBytesPerRecord: 0, MemBytesPerRecord: 246.1, FilterBytesPerRecord: 0, RestartCleanS: 59.436, RestartKillS: 60.618, SweepS: 0, Swept: 0},
 		},
 		"postgres": {
 			{Records: 1000000, ClaimsPerSecSingle: 4504, ClaimsPerSecBatch: 18739, P99SingleMS: 13.264, P99BatchMS: 39.796, RSSBytes: 224491520, DiskBytesPerRecord: 198.5, MemBytesPerRecord: 0, FilterBytesPerRecord: 0, RestartCleanS: 0.285, RestartKillS: 0.476, SweepS: 0.507, Swept: 100000},
