@@ -540,34 +540,59 @@ func (c *conn) ttl(args [][]byte, ms bool) {
 	}
 }
 
-// del releases pending claims; a complete record is refused. Keys are
-// released in order, and the first refusal ends the command with its error
-// (the keys before it are released).
+// del releases pending claims. A key with a complete record refuses the
+// whole command before anything is released, so that the client learns
+// nothing was; keys without a record count 0, as in Redis.
 func (c *conn) del(args [][]byte) {
 	if len(args) < 2 {
 		c.arity("DEL")
 		return
 	}
-	ctx, cancel := c.ctx()
-	defer cancel()
-	n := int64(0)
+	type target struct {
+		p   *Prefix
+		key string
+	}
+	targets := make([]target, 0, len(args)-1)
 	for _, k := range args[1:] {
 		p, key, ok := c.key(k)
 		if !ok {
 			return
 		}
-		err := c.s.ledger.Release(ctx, spent.Release{Namespace: p.Namespace, Key: key})
+		targets = append(targets, target{p, key})
+	}
+	ctx, cancel := c.ctx()
+	defer cancel()
+	refuse := func(i int, before string) {
+		why := "it is a complete record"
+		if targets[i].p.Rollback {
+			why = "its rollback window (half the namespace's lease) has closed, and it is a complete record now"
+		}
+		c.w.fail("NOT_PENDING", "key "+spent.QuoteInput(string(args[i+1]))+" cannot be deleted: "+why+"; spent never forgets a spent key before it expires, since that would let it be spent twice (only a pending claim can be released); "+before)
+	}
+	for i, t := range targets {
+		rec, err := c.s.ledger.Get(ctx, t.p.Namespace, t.key)
+		switch {
+		case spent.ErrorCode(err) == spent.ENotFound:
+		case err != nil:
+			c.fail(err)
+			return
+		case rec.State == spent.StateComplete:
+			refuse(i, "no key of this DEL was released")
+			return
+		}
+	}
+	n := int64(0)
+	for i, t := range targets {
+		err := c.s.ledger.Release(ctx, spent.Release{Namespace: t.p.Namespace, Key: t.key})
 		switch spent.ErrorCode(err) {
 		case "":
 			n++
-			c.s.rollback.forget(p.Namespace, key)
+			c.s.rollback.forget(t.p.Namespace, t.key)
 		case spent.ENotFound:
 		case spent.ENotPending:
-			why := "it is a complete record"
-			if p.Rollback {
-				why = "its rollback window (half the namespace's lease) has closed, and it is a complete record now"
-			}
-			c.w.fail("NOT_PENDING", "key "+spent.QuoteInput(string(k))+" cannot be deleted: "+why+"; spent never forgets a spent key before it expires, since that would let it be spent twice (only a pending claim can be released)")
+			// Completed since the check (its rollback window closed):
+			// the keys before it are released.
+			refuse(i, "the keys before it were released")
 			return
 		default:
 			c.fail(err)

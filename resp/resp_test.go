@@ -615,3 +615,27 @@ func TestManyConnectionsOneKey(t *testing.T) {
 		}
 	}
 }
+
+// TestDelOfACompleteRecordReleasesNothing checks that DEL of several keys,
+// one of them complete, refuses the whole command: the pending claim named
+// before it is not released.
+func TestDelOfACompleteRecordReleasesNothing(t *testing.T) {
+	f := start(t, false, nil)
+	c := f.client(t, &redis.Options{Protocol: 3})
+	ctx := context.Background()
+	if err := c.Do(ctx, "SPENT.CLAIM", "echo", "pending-1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	c.SetNX(ctx, "e:done-1", "v", 0)
+	err := c.Del(ctx, "e:pending-1", "e:done-1").Err()
+	errPrefix(t, "DEL of a pending and a complete key", err, "NOT_PENDING")
+	if !strings.Contains(err.Error(), "no key of this DEL was released") {
+		t.Fatalf("DEL refusal: %v; want it to say nothing was released", err)
+	}
+	if rec, err := f.ledger.Get(ctx, "echo", "pending-1"); err != nil || rec.State != spent.StatePending {
+		t.Fatalf("the pending claim after the refused DEL: %+v, %v; want it still pending", rec, err)
+	}
+	if n, err := c.Del(ctx, "e:pending-1", "e:absent").Result(); err != nil || n != 1 {
+		t.Fatalf("DEL of a pending and an absent key: %d, %v; want 1", n, err)
+	}
+}
