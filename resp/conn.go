@@ -224,7 +224,7 @@ func (c *conn) one(name string, args [][]byte) (quit bool) {
 	case "EXISTS":
 		c.exists(args)
 	case "TTL", "PTTL":
-		c.ttl(args, name == "PTTL")
+		c.ttl(name, args)
 	case "DEL", "UNLINK":
 		c.del(args)
 	case "SPENT.GET":
@@ -373,17 +373,13 @@ func (c *conn) hello(args [][]byte) {
 		c.w.resp3 = proto == 3
 	}
 	c.name = name
-	p := 2
-	if c.w.resp3 {
-		p = 3
-	}
 	c.w.mapOf(7)
 	c.w.bulkString("server")
 	c.w.bulkString("spent")
 	c.w.bulkString("version")
 	c.w.bulkString(redisVersion)
 	c.w.bulkString("proto")
-	c.w.integer(int64(p))
+	c.w.integer(int64(c.w.proto()))
 	c.w.bulkString("id")
 	c.w.integer(c.id)
 	c.w.bulkString("mode")
@@ -440,7 +436,7 @@ func (c *conn) client(args [][]byte) {
 	case "SETINFO":
 		c.w.simple("OK")
 	case "INFO":
-		c.w.bulkString(fmt.Sprintf("id=%d addr=%s name=%s db=0 resp=%d\n", c.id, c.nc.RemoteAddr(), c.name, map[bool]int{false: 2, true: 3}[c.w.resp3]))
+		c.w.bulkString(fmt.Sprintf("id=%d addr=%s name=%s db=0 resp=%d\n", c.id, c.nc.RemoteAddr(), c.name, c.w.proto()))
 	default:
 		c.w.fail("ERR", "unknown subcommand "+spent.QuoteInput(string(args[1]))+" of CLIENT: spent answers SETNAME, GETNAME, ID, SETINFO and INFO")
 	}
@@ -457,24 +453,36 @@ func (c *conn) ctx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), 30*time.Second)
 }
 
-func (c *conn) get(args [][]byte) {
+// lookup reads the record of the one key of a GET, TTL or PTTL, writing
+// the error reply when it cannot (ok false); found is false for a key
+// without a live record.
+func (c *conn) lookup(name string, args [][]byte) (rec spent.Record, found, ok bool) {
 	if len(args) != 2 {
-		c.arity("GET")
-		return
+		c.arity(name)
+		return rec, false, false
 	}
 	p, key, ok := c.key(args[1])
 	if !ok {
-		return
+		return rec, false, false
 	}
 	ctx, cancel := c.ctx()
 	defer cancel()
 	rec, err := c.s.ledger.Get(ctx, p.Namespace, key)
 	switch {
 	case spent.ErrorCode(err) == spent.ENotFound:
-		c.w.null()
+		return rec, false, true
 	case err != nil:
 		c.fail(err)
-	case rec.State != spent.StateComplete:
+		return rec, false, false
+	}
+	return rec, true, true
+}
+
+func (c *conn) get(args [][]byte) {
+	rec, found, ok := c.lookup("GET", args)
+	switch {
+	case !ok:
+	case !found || rec.State != spent.StateComplete:
 		c.w.null()
 	default:
 		c.w.bulk(rec.Result)
@@ -513,26 +521,15 @@ func (c *conn) exists(args [][]byte) {
 	c.w.integer(n)
 }
 
-func (c *conn) ttl(args [][]byte, ms bool) {
-	if len(args) != 2 {
-		c.arity(map[bool]string{false: "TTL", true: "PTTL"}[ms])
-		return
-	}
-	p, key, ok := c.key(args[1])
-	if !ok {
-		return
-	}
-	ctx, cancel := c.ctx()
-	defer cancel()
-	rec, err := c.s.ledger.Get(ctx, p.Namespace, key)
+func (c *conn) ttl(name string, args [][]byte) {
+	rec, found, ok := c.lookup(name, args)
 	switch {
-	case spent.ErrorCode(err) == spent.ENotFound:
+	case !ok:
+	case !found:
 		c.w.integer(-2)
-	case err != nil:
-		c.fail(err)
 	default:
 		left := max(rec.ExpiresAt.Sub(c.s.ledger.Now()), 0)
-		if ms {
+		if name == "PTTL" {
 			c.w.integer(left.Milliseconds())
 		} else {
 			c.w.integer(int64((left + 500*time.Millisecond) / time.Second))
@@ -624,7 +621,11 @@ func (c *conn) record(r *spent.Record, a *spent.Answer) {
 		c.w.bulkString("retry_after")
 		c.w.integer(a.RetryAfter.Milliseconds())
 		c.w.bulkString("unknown")
-		c.w.integer(map[bool]int64{false: 0, true: 1}[a.Unknown])
+		unknown := int64(0)
+		if a.Unknown {
+			unknown = 1
+		}
+		c.w.integer(unknown)
 	}
 	c.w.bulkString("namespace")
 	c.w.bulkString(r.Namespace)

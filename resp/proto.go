@@ -192,6 +192,14 @@ type writer struct {
 	resp3 bool
 }
 
+// proto is the protocol version the replies are written in: 2 or 3.
+func (w *writer) proto() int {
+	if w.resp3 {
+		return 3
+	}
+	return 2
+}
+
 func (w *writer) simple(s string) { w.b = append(append(append(w.b, '+'), s...), "\r\n"...) }
 
 // fail writes an error reply: code is its first word ("ERR", "NOAUTH", or a

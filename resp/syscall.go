@@ -1,9 +1,0 @@
-package resp
-
-import "syscall"
-
-// The errors Serve and a connection treat specially.
-var (
-	syscallEMFILE     = syscall.EMFILE
-	syscallECONNRESET = syscall.ECONNRESET
-)
