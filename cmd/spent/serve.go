@@ -180,13 +180,13 @@ func (m *Main) serve(ctx context.Context, cfg serveConfig, newFence bool) error 
 		}
 		defer certs.watch()()
 	}
-	ln, err := listen(cfg.Listen)
+	ln, err := listen(cfg.Listen, "listen", "listen")
 	if err != nil {
 		return err
 	}
 	var respLn net.Listener
 	if cfg.RESP.Listen != "" {
-		if respLn, err = listenRESP(cfg.RESP.Listen); err != nil {
+		if respLn, err = listen(cfg.RESP.Listen, "resp", "resp_listen"); err != nil {
 			ln.Close()
 			return err
 		}
@@ -311,27 +311,16 @@ func (m *Main) announce(cfg serveConfig, addr string, tls bool, n *node.Node, lo
 	}
 }
 
-// listen opens the server's listener on addr, with an error that says what
-// to do when it cannot.
-func listen(addr string) (net.Listener, error) {
+// listen opens a listener on addr, with an error that says what to do when
+// it cannot: flag and key name the setting that gave addr ("listen", or
+// "resp" and "resp_listen").
+func listen(addr, flag, key string) (net.Listener, error) {
 	ln, err := net.Listen("tcp", addr)
 	if errors.Is(err, syscall.EADDRINUSE) {
-		return nil, fmt.Errorf("listen %s: %w: another process listens on that port; choose another with --listen (or stop it)", addr, err)
+		return nil, fmt.Errorf("%s %s: %w: another process listens on that port; choose another with --%s (or stop it)", key, addr, err, flag)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("listen %s: %w: check the address given to --listen (or the file's listen)", addr, err)
-	}
-	return ln, nil
-}
-
-// listenRESP opens the RESP listener on addr, as listen does the HTTP one.
-func listenRESP(addr string) (net.Listener, error) {
-	ln, err := net.Listen("tcp", addr)
-	if errors.Is(err, syscall.EADDRINUSE) {
-		return nil, fmt.Errorf("resp listen %s: %w: another process listens on that port (a redis-server?); choose another with --resp (or stop it)", addr, err)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("resp listen %s: %w: check the address given to --resp (or the file's resp_listen)", addr, err)
+		return nil, fmt.Errorf("%s %s: %w: check the address given to --%s (or the file's %s)", key, addr, err, flag, key)
 	}
 	return ln, nil
 }
