@@ -154,10 +154,7 @@ func (m *Main) respServer(cfg serveConfig, l *spent.Ledger, reg prometheus.Regis
 		rc.MaxBulk = cfg.Ledger.MaxResult + 1024
 	}
 	rc.Registerer, rc.Logger = reg, log
-	rc.Version = "(devel)"
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		rc.Version = bi.Main.Version
-	}
+	rc.Version = moduleVersion(debug.ReadBuildInfo())
 	s, err := resp.NewServer(l, rc)
 	if err != nil {
 		return nil, err

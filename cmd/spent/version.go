@@ -17,18 +17,23 @@ import (
 // -buildvcs=false).
 var stampedCommit string
 
+// moduleVersion is the module's version in the build information (ok false
+// when there is none), "(devel)" when it records none.
+func moduleVersion(bi *debug.BuildInfo, ok bool) string {
+	if ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "(devel)"
+}
+
 // versionText returns what "spent version" prints, from the build
 // information of the binary (ok false when it has none): the module's
 // version, the VCS commit and its time when the build recorded them (a
 // build in a git checkout does, unless -buildvcs=false), and the Go version
 // and platform.
 func versionText(bi *debug.BuildInfo, ok bool) string {
-	version := "(devel)"
-	if ok && bi.Main.Version != "" {
-		version = bi.Main.Version
-	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "spent %s\n", version)
+	fmt.Fprintf(&b, "spent %s\n", moduleVersion(bi, ok))
 	var commit, at, modified string
 	if ok {
 		for _, s := range bi.Settings {
