@@ -104,7 +104,7 @@ func malformed(err error) bool {
 func (c *conn) parseClaim(it *pendingClaim, args [][]byte, now time.Time) {
 	name := upper(args[0])
 	if c.g == nil {
-		c.w.fail("NOAUTH", "Authentication required: send AUTH with one of the server's tokens")
+		c.noauth()
 		return
 	}
 	switch name {

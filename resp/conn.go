@@ -168,7 +168,7 @@ func (c *conn) one(name string, args [][]byte) (quit bool) {
 		return false
 	}
 	if c.g == nil {
-		c.w.fail("NOAUTH", "Authentication required: send AUTH with one of the server's tokens")
+		c.noauth()
 		return false
 	}
 	switch name {
@@ -263,6 +263,11 @@ var refusedWrites = func() map[string]string {
 	m["SWAPDB"] = "spent serves database 0 only"
 	return m
 }()
+
+// noauth refuses a command sent before AUTH when tokens are configured.
+func (c *conn) noauth() {
+	c.w.fail("NOAUTH", "Authentication required: send AUTH with one of the server's tokens")
+}
 
 func (c *conn) arity(name string) {
 	c.w.fail("ERR", "wrong number of arguments for '"+strings.ToLower(name)+"' command")
