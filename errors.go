@@ -14,6 +14,10 @@ const (
 	EUnknownNamespace = "unknown_namespace"
 	// EKeyTooLong: the key is longer than MaxKeyLen bytes.
 	EKeyTooLong = "key_too_long"
+	// EExpiryTooLong: a claim's expires_at lies further from now than its
+	// namespace's max_expiry ([Policy.ExpiryLimit]): the ledger will not
+	// promise to remember the key that long.
+	EExpiryTooLong = "expiry_too_long"
 	// ETooLarge: a body, result or batch over its limit.
 	ETooLarge = "too_large"
 	// ENotFound: no live record for the key.

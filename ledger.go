@@ -283,6 +283,9 @@ func (l *Ledger) prepare(ctx context.Context, c *Claim, now time.Time) (ClaimOp,
 		exp = now.Add(p.Retention)
 	} else if !exp.After(now) {
 		return ClaimOp{}, p, Errorf(EInvalid, "expires_at %s is not in the future", exp.Format(time.RFC3339Nano))
+	} else if limit := p.ExpiryLimit(); exp.Sub(now) > limit {
+		return ClaimOp{}, p, Errorf(EExpiryTooLong, "expires_at %s is %v away: namespace %s keeps a key at most %v (its max_expiry); ask for an earlier expiry, or raise the namespace's max_expiry",
+			exp.Format(time.RFC3339Nano), exp.Sub(now).Round(time.Second), QuoteInput(c.Namespace), limit)
 	}
 	seq, err := l.nextSeq(ctx)
 	if err != nil {

@@ -57,6 +57,22 @@ type Policy struct {
 	// when resolving an unknown outcome. Echo namespaces only; never set it for
 	// token namespaces.
 	StoreRawKey bool `json:"store_raw_key,omitempty" toml:"store_raw_key"`
+	// MaxExpiry is the furthest a claim's own expires_at may lie from now.
+	// A claim asking to be remembered longer is refused (EExpiryTooLong),
+	// never clamped: clamping would forget a key while its credential can
+	// still be presented, which is the double-spend hole. Zero means
+	// Retention; see [Policy.ExpiryLimit]. It is never shorter than
+	// Retention, so that a claim without expires_at is always accepted.
+	MaxExpiry time.Duration `json:"max_expiry,omitempty" toml:"max_expiry"`
+}
+
+// ExpiryLimit returns how far from now a claim's expires_at may lie in this
+// namespace: MaxExpiry, or Retention when MaxExpiry is zero.
+func (p Policy) ExpiryLimit() time.Duration {
+	if p.MaxExpiry == 0 {
+		return p.Retention
+	}
+	return p.MaxExpiry
 }
 
 // DefaultPolicy is the policy of the "default" namespace: echo, 24 h
@@ -85,6 +101,12 @@ func (p Policy) Validate() error {
 	}
 	if p.Lease > p.Retention {
 		return fmt.Errorf("lease %v longer than retention %v", p.Lease, p.Retention)
+	}
+	if p.MaxExpiry < 0 {
+		return fmt.Errorf("max_expiry %v: must not be negative (zero means the retention)", p.MaxExpiry)
+	}
+	if p.MaxExpiry != 0 && p.MaxExpiry < p.Retention {
+		return fmt.Errorf("max_expiry %v shorter than retention %v: a claim without expires_at would be refused; raise max_expiry or leave it out", p.MaxExpiry, p.Retention)
 	}
 	if p.StoreRawKey && p.Mode != ModeEcho {
 		return fmt.Errorf("store_raw_key is only allowed in echo namespaces")

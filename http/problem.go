@@ -20,6 +20,7 @@ var codes = map[string]struct {
 	spent.EInvalid:          {http.StatusBadRequest, "Invalid request"},
 	spent.EUnknownNamespace: {http.StatusBadRequest, "Unknown namespace"},
 	spent.EKeyTooLong:       {http.StatusBadRequest, "Key too long"},
+	spent.EExpiryTooLong:    {http.StatusBadRequest, "Expiry too far away"},
 	spent.EUnauthorized:     {http.StatusUnauthorized, "Unauthorized"},
 	spent.EForbidden:        {http.StatusForbidden, "Forbidden"},
 	spent.ENotFound:         {http.StatusNotFound, "Not found"},

@@ -178,7 +178,9 @@ func (c *conn) parseClaim(it *pendingClaim, args [][]byte, now time.Time) {
 // redisClaim fills in the claim of a SET … NX or SETNX: the key's prefix
 // names the namespace, the value is the result (stored at once, or at the
 // end of the rollback window), and the expiry asked for is kept within the
-// prefix's minimum and the namespace's retention.
+// prefix's minimum and the namespace's max_expiry (Policy.ExpiryLimit):
+// clamped, as Redis clients expect a SET to take, where the ledger refuses
+// a claim's own expires_at beyond it.
 func (c *conn) redisClaim(it *pendingClaim, k, value []byte, exp, now time.Time) {
 	p, key, ok := c.key(k)
 	if !ok {
@@ -186,7 +188,7 @@ func (c *conn) redisClaim(it *pendingClaim, k, value []byte, exp, now time.Time)
 	}
 	pol, _ := c.s.ledger.Policy(p.Namespace)
 	if !exp.IsZero() {
-		if limit := now.Add(pol.Retention); exp.After(limit) {
+		if limit := now.Add(pol.ExpiryLimit()); exp.After(limit) {
 			exp = limit
 		}
 		if floor := now.Add(p.MinExpiry); exp.Before(floor) {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -67,7 +68,7 @@ func start(t testing.TB, auth bool, mod func(*resp.Config)) *fixture {
 	lc.Secret = bytes.Repeat([]byte("k"), 32)
 	lc.Namespaces = map[string]spent.Policy{
 		"echo":   spent.DefaultPolicy(),
-		"refuse": {Mode: spent.ModeRefuse, Retention: 30 * time.Hour, Lease: 10 * time.Second, OnLeaseExpiry: spent.LeaseExpiryHold},
+		"refuse": {Mode: spent.ModeRefuse, Retention: 30 * time.Hour, MaxExpiry: 48 * time.Hour, Lease: 10 * time.Second, OnLeaseExpiry: spent.LeaseExpiryHold},
 		"roll":   {Mode: spent.ModeRefuse, Retention: time.Hour, Lease: 2 * time.Second, OnLeaseExpiry: spent.LeaseExpiryHold},
 		"retake": {Mode: spent.ModeEcho, Retention: time.Hour, Lease: 2 * time.Second, OnLeaseExpiry: spent.LeaseExpiryRetake},
 	}
@@ -206,6 +207,18 @@ func TestExpiry(t *testing.T) {
 	if ttl, err := c.PTTL(ctx, "e:b").Result(); err != nil || ttl > 24*time.Hour || ttl < 23*time.Hour {
 		t.Fatalf("PTTL after a year's EX: %v, %v; want at most the 24 h retention", ttl, err)
 	}
+	// Asked for a year where max_expiry is 48 h: capped at 48 h.
+	c.SetNX(ctx, "t:y", "v", 365*24*time.Hour)
+	if ttl, err := c.PTTL(ctx, "t:y").Result(); err != nil || ttl > 48*time.Hour || ttl < 47*time.Hour {
+		t.Fatalf("PTTL after a year's EX under max_expiry 48 h: %v, %v; want 48 h", ttl, err)
+	}
+	// The ledger's own EXPIRESAT is refused beyond max_expiry, not capped.
+	far := strconv.FormatInt(time.Now().AddDate(10, 0, 0).UnixMilli(), 10)
+	_, err := c.Do(ctx, "SPENT.CLAIM", "refuse", "ten-years", "RESULT", "v", "EXPIRESAT", far).Result()
+	errPrefix(t, "SPENT.CLAIM EXPIRESAT ten years away", err, "EXPIRY_TOO_LONG")
+	if n, _ := c.Exists(ctx, "t:ten-years").Result(); n != 0 {
+		t.Fatalf("a refused SPENT.CLAIM claimed its key")
+	}
 	// Asked for a second where the minimum is 30 h: raised to 30 h.
 	c.SetNX(ctx, "t:c", "v", time.Second)
 	if ttl, err := c.TTL(ctx, "t:c").Result(); err != nil || ttl < 29*time.Hour {
@@ -213,7 +226,7 @@ func TestExpiry(t *testing.T) {
 	}
 	// EXAT in the past and a zero EX are refused, as Redis refuses a bad
 	// expire time.
-	_, err := c.Do(ctx, "SET", "e:d", "v", "NX", "EXAT", "1000").Result()
+	_, err = c.Do(ctx, "SET", "e:d", "v", "NX", "EXAT", "1000").Result()
 	errPrefix(t, "SET EXAT in the past", err, "ERR")
 	_, err = c.Do(ctx, "SET", "e:d", "v", "NX", "EX", "0").Result()
 	errPrefix(t, "SET EX 0", err, "ERR")

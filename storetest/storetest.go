@@ -157,6 +157,9 @@ const (
 
 	testLease     = 5 * time.Second
 	testRetention = 60 * time.Second
+	// testMaxExpiry lets a claim's own expires_at lie past the retention,
+	// as the suite's per-claim expiries do.
+	testMaxExpiry = time.Hour
 	testNode      = 1
 	testSeqBlock  = 16
 	testMaxResult = 256 << 10
@@ -182,7 +185,7 @@ func fingerprint(s string) []byte {
 
 func policies() map[string]spent.Policy {
 	p := func(m spent.Mode, e spent.LeaseExpiry) spent.Policy {
-		return spent.Policy{Mode: m, Retention: testRetention, Lease: testLease, OnLeaseExpiry: e}
+		return spent.Policy{Mode: m, Retention: testRetention, MaxExpiry: testMaxExpiry, Lease: testLease, OnLeaseExpiry: e}
 	}
 	ps := map[string]spent.Policy{
 		nsEchoHold:     p(spent.ModeEcho, spent.LeaseExpiryHold),

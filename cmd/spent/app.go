@@ -45,6 +45,7 @@ var exitCodes = map[string]int{
 	spent.EUnauthorized:     11,
 	spent.EForbidden:        12,
 	spent.EUnavailable:      13,
+	spent.EExpiryTooLong:    14,
 }
 
 // ExitCode returns the exit status for err: ExitOK for nil, ExitUsage for a

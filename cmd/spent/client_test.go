@@ -69,6 +69,7 @@ func TestCLI(t *testing.T) {
 [namespaces.tickets]
 mode = "refuse"
 retention = "1h"
+max_expiry = "48h"
 
 [namespaces.payments]
 lease = "300ms"
@@ -96,6 +97,28 @@ scopes = ["admin"]
 		l := parseOne(t, MustRun(t, e, "claim", "--json", "order-1", "--result", "other"))
 		if l.Outcome != "replayed" || l.Result == nil || *l.Result != b64(`{"status":"paid"}`) || l.Key != "order-1" || l.Place != "api-1" {
 			t.Fatalf("--json replay: got %+v", l)
+		}
+	})
+
+	t.Run("ExpiryBeyondMaxExpiryIsRefused", func(t *testing.T) {
+		// tickets: max_expiry 48h over a 1h retention; default: its 24h
+		// retention is the limit.
+		l := parseOne(t, MustRun(t, e, "claim", "--json", "-n", "tickets", "exp-1", "--result", "", "--expires-at", "47h"))
+		if d := l.ExpiresAt.Sub(l.FirstSeen); l.Outcome != "fresh" || d < 46*time.Hour || d > 47*time.Hour {
+			t.Fatalf("--expires-at 47h under max_expiry 48h: got %s living %s, want fresh living 47h", l.Outcome, d)
+		}
+		for _, tc := range [][]string{
+			{"claim", "-n", "tickets", "exp-2", "--result", "", "--expires-at", "49h"},
+			{"claim", "exp-3", "--result", "", "--expires-at", "25h"},
+			{"claim", "exp-4", "--result", "", "--expires-at", "87600h"},
+		} {
+			r := Run(t, e, tc...)
+			if r.Code != 14 || !strings.Contains(r.Stderr, "expiry_too_long") || !strings.Contains(r.Stderr, "max_expiry") {
+				t.Fatalf("%v: exit %d, stderr %q; want exit 14 naming expiry_too_long and max_expiry", tc, r.Code, r.Stderr)
+			}
+		}
+		if r := Run(t, e, "get", "-n", "tickets", "exp-2"); r.Code != 7 {
+			t.Fatalf("get of a refused claim's key: exit %d, want 7 (not_found: nothing written)", r.Code)
 		}
 	})
 

@@ -176,6 +176,7 @@ type filePolicy struct {
 	Lease         duration          `toml:"lease"`
 	OnLeaseExpiry spent.LeaseExpiry `toml:"on_lease_expiry"`
 	StoreRawKey   bool              `toml:"store_raw_key"`
+	MaxExpiry     duration          `toml:"max_expiry"`
 }
 
 // fileEcash is the [ecash] section; see docs/ecash.md.
@@ -294,7 +295,8 @@ func decodePolicies(md *toml.MetaData, tables map[string]toml.Primitive) (map[st
 			return nil, err
 		}
 		policies[name] = spent.Policy{Mode: fp.Mode, Retention: time.Duration(fp.Retention),
-			Lease: time.Duration(fp.Lease), OnLeaseExpiry: fp.OnLeaseExpiry, StoreRawKey: fp.StoreRawKey}
+			Lease: time.Duration(fp.Lease), OnLeaseExpiry: fp.OnLeaseExpiry, StoreRawKey: fp.StoreRawKey,
+			MaxExpiry: time.Duration(fp.MaxExpiry)}
 	}
 	return policies, nil
 }

@@ -23,6 +23,7 @@ func TestConfigErrors(t *testing.T) {
 		{"DurationWithoutUnit", "[namespaces.payments]\nretention = 86400\n", nil, `"86400" is not a duration`},
 		{"BadDuration", "sweep_interval = \"often\"\n", nil, `"often" is not a duration`},
 		{"ZeroRetention", "[namespaces.payments]\nretention = \"0s\"\n", nil, "retention 0s: must be positive"},
+		{"MaxExpiryUnderRetention", "[namespaces.gate]\nretention = \"2h\"\nmax_expiry = \"1h\"\n", nil, "[namespaces.gate]: max_expiry 1h0m0s shorter than retention 2h0m0s"},
 		{"RawKeyInRefuse", "[namespaces.gate]\nmode = \"refuse\"\nstore_raw_key = true\n", nil, "store_raw_key is only allowed in echo namespaces"},
 		{"NodeZero", "node = 0\n", nil, "node = 0: want 1 to"},
 		{"SyntaxError", "[namespaces.payments\n", nil, "toml:"},

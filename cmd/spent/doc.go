@@ -97,8 +97,8 @@
 // status: 1 internal, 3 invalid, 4 unknown_namespace, 5 key_too_long,
 // 6 too_large, 7 not_found, 8 not_pending, 9 seq_mismatch, 10 lease_expired,
 // 11 unauthorized, 12 forbidden, 13 unavailable (retryable; a server that
-// cannot be reached counts as unavailable). The message on stderr names the
-// code.
+// cannot be reached counts as unavailable), 14 expiry_too_long. The message
+// on stderr names the code.
 //
 // # Guarantees
 //
