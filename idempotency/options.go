@@ -68,8 +68,10 @@ type Options struct {
 	// and the value of the Idempotency-Retention header: a retry within it
 	// is answered from the ledger. A key whose effect was applied is
 	// remembered longer, for AppliedRetention: its retries are replayed (or
-	// held as unknown) until then. Every claim carries its own expiry, so
-	// the namespaces' retentions do not apply. Default 24 hours (Stripe's).
+	// held as unknown) until then. Every claim carries its own expiry, which
+	// the ledger accepts only within each namespace's max_expiry (its
+	// retention unless set; see [spent.Policy].MaxExpiry): configure the
+	// namespaces as [Policies] gives them. Default 24 hours (Stripe's).
 	Retention time.Duration
 	// AppliedRetention is how long an applied marker is remembered: how long
 	// an operator has to resolve an unknown outcome, and at least Retention.
