@@ -133,8 +133,7 @@ type JTIOptions struct {
 	// MaxTokenLen is the longest token accepted, in bytes. Default 16 KiB.
 	MaxTokenLen int
 	// Scheme is the Authorization scheme the middleware reads the token
-	// from and names in WWW-Authenticate. Default "Bearer"; "DPoP" for
-	// DPoP-bound access tokens (RFC 9449 section 7.1).
+	// from and names in WWW-Authenticate. Default "Bearer".
 	Scheme string
 	// Realm, when set, is sent as the realm of the WWW-Authenticate
 	// challenge.
@@ -227,7 +226,8 @@ func (o JTIOptions) Retention() time.Duration { return o.MaxLifetime + o.Skew }
 func (o JTIOptions) Policy() spent.Policy { return policy(o.Retention()) }
 
 // JTI verifies JWTs and refuses each (issuer, jti) after its first
-// presentation, until the token can no longer be accepted. Build it with
+// presentation, until the token can no longer be accepted: every token is
+// single-use. Build it with
 // [NewJTI]; use [JTI.Verify] or the middleware [JTI.Handler]. It is safe for
 // concurrent use.
 type JTI struct {

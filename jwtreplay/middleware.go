@@ -51,9 +51,9 @@ func (c *JTI) Handler(next http.Handler) http.Handler {
 // missing), 503 with Retry-After when the ledger failed, 500 on a
 // misconfiguration. No request passes without its claim being durable.
 //
-// The handler checks the proof, not the access token: verify the token (a
-// [JTI] under Scheme "DPoP", or your own check) and that its cnf.jkt is the
-// proof's thumbprint ([CheckBinding]).
+// The handler checks the proof, not the access token, which the client
+// reuses across requests: verify the token yourself and that its cnf.jkt is
+// the proof's thumbprint ([CheckBinding]).
 func (c *DPoP) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var p *Proof
@@ -121,9 +121,7 @@ var (
 
 // CheckBinding returns nil when jkt, an access token's cnf.jkt claim, is the
 // thumbprint of the key of the proof accepted for the request whose context
-// is ctx (RFC 9449 section 7.1), compared in constant time. A request that
-// passed both a DPoP.Handler and a JTI.Handler checks
-// CheckBinding(ctx, token.ConfirmationJKT).
+// is ctx (RFC 9449 section 7.1), compared in constant time.
 func CheckBinding(ctx context.Context, jkt string) error {
 	tp, ok := ThumbprintFrom(ctx)
 	if !ok {
