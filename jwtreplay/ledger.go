@@ -9,17 +9,15 @@ import (
 	"github.com/spentledger/spent"
 )
 
-// ExpiryTooLong is the error code with which a ledger refuses a claim whose
-// expires_at lies beyond now plus the namespace's max_expiry.
-const ExpiryTooLong = "expiry_too_long"
-
 // policyReader is what a *spent.Ledger offers to read namespace policies.
 type policyReader interface {
 	Policy(namespace string) (spent.Policy, bool)
 }
 
 // checkNamespace refuses a namespace that svc reports with a policy other
-// than refuse, or with a retention shorter than need. A service that cannot
+// than refuse, or whose max_expiry (its retention unless set) is shorter
+// than need: every claim here carries its own expires_at, up to need from
+// now, which the ledger refuses beyond max_expiry. A service that cannot
 // report policies (the HTTP client) passes: the operator checks.
 func checkNamespace(svc spent.Service, ns string, need time.Duration, why string) error {
 	pl, ok := svc.(policyReader)
@@ -33,8 +31,8 @@ func checkNamespace(svc spent.Service, ns string, need time.Duration, why string
 	if p.Mode != spent.ModeRefuse {
 		return fmt.Errorf("jwtreplay: namespace %q is in %s mode: want refuse, so that a replay is refused", ns, p.Mode)
 	}
-	if p.Retention < need {
-		return fmt.Errorf("jwtreplay: namespace %q keeps records %v: want at least %v (%s), or ids would be forgotten while their tokens are still accepted", ns, p.Retention, need, why)
+	if lim := p.ExpiryLimit(); lim < need {
+		return fmt.Errorf("jwtreplay: namespace %q keeps records at most %v (its max_expiry, or its retention when unset): want at least %v (%s), or ids would be forgotten while their tokens are still accepted", ns, lim, need, why)
 	}
 	return nil
 }
@@ -67,7 +65,7 @@ func claimOnce(ctx context.Context, svc spent.Service, ns, key, place string, ex
 	})
 	if err != nil {
 		switch code := spent.ErrorCode(err); {
-		case code == ExpiryTooLong:
+		case code == spent.EExpiryTooLong:
 			return spent.Seq{}, refuseErr(CodeLifetimeTooLong, err,
 				"the ledger will not remember this %s until %s (namespace %q: its max_expiry is shorter): present a shorter-lived one, or raise max_expiry",
 				what, expires.UTC().Format(time.RFC3339), ns)
