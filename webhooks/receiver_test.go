@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/spentledger/spent"
+	spenthttp "github.com/spentledger/spent/http"
 	"github.com/spentledger/spent/inmem"
 	"github.com/spentledger/spent/pebble"
 	"github.com/spentledger/spent/webhooks"
@@ -591,5 +592,44 @@ func TestOversizedResponseReleases(t *testing.T) {
 	wantProblem(t, e.deliver(m.request()), http.StatusInternalServerError, webhooks.CodeInternal)
 	if got := e.calls.Load(); got != 2 {
 		t.Fatalf("handler calls: got %d, want 2", got)
+	}
+}
+
+// TestOverHTTPClient: the receiver works over the Go client of a spent
+// server (package http), the same as over an in-process ledger.
+func TestOverHTTPClient(t *testing.T) {
+	o := testOptions()
+	e := newEnv(t, o) // its ledger serves the spent API below
+	srv, err := spenthttp.NewServer(e.ledger, spenthttp.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv)
+	t.Cleanup(ts.Close)
+	o.Now = e.clock.Now // the client has no clock of its own
+	rc, err := webhooks.New(spenthttp.NewClient(ts.URL, spenthttp.ClientConfig{}), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	h := rc.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { calls++ }))
+	m := e.newMsg("msg_remote", `{}`)
+	for i, want := range []string{"", "true"} {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, m.request())
+		if w.Code != 200 || w.Header().Get(webhooks.HeaderDuplicate) != want {
+			t.Fatalf("delivery %d: got %d dup=%q, want 200 dup=%q", i, w.Code, w.Header().Get(webhooks.HeaderDuplicate), want)
+		}
+	}
+	if calls != 1 {
+		t.Fatalf("handler calls: got %d, want 1", calls)
+	}
+	claims := e.store.count("claim")
+	e.clock.Advance(o.Tolerance + time.Second)
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, m.request())
+	wantProblem(t, w, http.StatusUnauthorized, webhooks.CodeTimestamp)
+	if got := e.store.count("claim"); got != claims {
+		t.Errorf("store claims after a stale delivery: got %d, want %d", got, claims)
 	}
 }
