@@ -23,19 +23,19 @@
 //
 // In this order, each check before the next:
 //
-//	not a POST                            405, code method_not_allowed
-//	a webhook header missing              401, code headers_missing
-//	a header repeated, too long, malformed 400, code headers_invalid
-//	body over Options.MaxBody             413, code too_large
-//	timestamp further than Tolerance      401, code timestamp_out_of_tolerance
-//	  from now, either way                  (the ledger is not consulted)
-//	no signature verifies                 401, code signature_invalid
-//	ledger unavailable                    503, code unavailable, Retry-After (the
-//	                                        handler does not run)
-//	id being handled by another delivery  409, code in_progress, Retry-After
-//	id already handled                    200, empty body, Spent-Duplicate: true
-//	                                        (the handler does not run)
-//	otherwise                             the handler's answer
+//	not a POST                              405, code method_not_allowed
+//	a webhook header missing                401, code headers_missing
+//	a header repeated, too long, malformed  400, code headers_invalid
+//	body over Options.MaxBody               413, code too_large
+//	timestamp further than Tolerance        401, code timestamp_out_of_tolerance
+//	  from now, either way                    (the ledger is not consulted)
+//	no signature verifies                   401, code signature_invalid
+//	ledger unavailable                      503, code unavailable, Retry-After
+//	                                          (the handler does not run)
+//	id being handled by another delivery    409, code in_progress, Retry-After
+//	id already handled                      200, empty body, Spent-Duplicate: true
+//	                                          (the handler does not run)
+//	otherwise                               the handler's answer
 //
 // A handler answer of 2xx completes the id's claim; any other answer, a
 // panic or a response over Options.MaxResponse releases it, so that the

@@ -28,9 +28,11 @@ const (
 	// MaxKeys is the most secrets and public keys, together, one receiver
 	// takes: a few for rotation.
 	MaxKeys = 8
-	// MinSecretLen and MaxSecretLen bound a whsec_ secret's decoded length,
-	// in bytes (the specification's 192 to 512 bits).
+	// MinSecretLen is the shortest whsec_ secret, in decoded bytes (the
+	// specification's 192 bits).
 	MinSecretLen = 24
+	// MaxSecretLen is the longest whsec_ secret, in decoded bytes (the
+	// specification's 512 bits).
 	MaxSecretLen = 64
 )
 

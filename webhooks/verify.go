@@ -15,14 +15,22 @@ import (
 
 // The headers of a Standard Webhooks message, in canonical form.
 const (
-	HeaderID        = "Webhook-Id"
+	// HeaderID is webhook-id: the message's id, the same on every delivery
+	// of one event.
+	HeaderID = "Webhook-Id"
+	// HeaderTimestamp is webhook-timestamp: when this delivery was signed,
+	// in whole seconds since 1970.
 	HeaderTimestamp = "Webhook-Timestamp"
+	// HeaderSignature is webhook-signature: space-separated signatures,
+	// each a version ("v1", "v1a"), a comma and the base64 signature.
 	HeaderSignature = "Webhook-Signature"
 )
 
 // Prefixes of the serialized keys, from the specification.
 const (
-	SecretPrefix    = "whsec_"
+	// SecretPrefix marks a symmetric secret, for v1 signatures.
+	SecretPrefix = "whsec_"
+	// PublicKeyPrefix marks an ed25519 public key, for v1a signatures.
 	PublicKeyPrefix = "whpk_"
 	// SigningKeyPrefix marks an ed25519 private key: a sender's, never a
 	// receiver's. New refuses one in PublicKeys.
