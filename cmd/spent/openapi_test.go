@@ -542,6 +542,8 @@ func ledgerExchanges(t *testing.T, c *checker, addr string) {
 	c.want(400, "unknown_namespace")
 	post("/v1/claim", admin, `{"namespace":"payments","key":"`+strings.Repeat("é", 300)+`"}`, true)
 	c.want(400, "key_too_long")
+	post("/v1/claim", admin, `{"namespace":"payments","key":"k","result":"","expires_at":"2999-01-01T00:00:00Z"}`, true)
+	c.want(400, "expiry_too_long")
 	for _, bad := range []string{
 		`{"namespace":"payments","key":"k","colour":"red"}`,
 		`{"namespace":"payments","key":"k","key":"j"}`,
