@@ -122,7 +122,9 @@ func TestResolve(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				var left []spent.Left
 				e := newEnv(t, func(o *idempotency.Options) {
-					o.Resolve = func(context.Context, idempotency.UnknownOutcome) (idempotency.Resolution, error) { return res.r, res.err }
+					o.Resolve = func(context.Context, idempotency.UnknownOutcome) (idempotency.Resolution, error) {
+						return res.r, res.err
+					}
 				})
 				e.send(req{key: "k", do: "panic-after"})
 				e.clock.Advance(testLease)
