@@ -102,7 +102,10 @@ type Options struct {
 	// the effect), or, when it cannot tell, the 409 outcome_unknown and an
 	// operator. [Middleware.ResolveRunner] runs it for each unknown outcome
 	// of AppliedNamespace with backoff; [NewResolver] adapts it to a
-	// spent.Resolver. Default nil: unknown outcomes wait for an operator.
+	// spent.Resolver. A handler whose effect the system refuses because
+	// Resolve fenced its attempt must abort (panic(http.ErrAbortHandler))
+	// rather than answer, so that nothing is stored for that attempt.
+	// Default nil: unknown outcomes wait for an operator.
 	Resolve func(ctx context.Context, u UnknownOutcome) (Resolution, error)
 }
 
