@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	sphttp "github.com/spentledger/spent/http"
 	"github.com/spentledger/spent/idempotency"
 )
 
@@ -189,4 +190,102 @@ func TestBankSettle(t *testing.T) {
 	if got, ok, err := b.settle("p1", "1:1"); err != nil || !ok || got != sent {
 		t.Fatalf("after a restart, settle of a sent attempt: got %+v %v %v", got, ok, err)
 	}
+}
+
+// TestPaymentsWithResolverOn drives payments through the retrying client
+// with the resolver on from the start, while failures and crashes are
+// injected, leases are short (so that slow attempts outlive them while in
+// flight) and the service is killed with SIGKILL along the way. Nobody
+// resolves anything by hand: in the end no unknown outcome is left, so the
+// resolver settled them all, and the bank's books show every payment sent
+// exactly once.
+func TestPaymentsWithResolverOn(t *testing.T) {
+	n, kills, workers := 3000, 3, 32
+	if testing.Short() {
+		n, kills = 600, 1
+	}
+	dir := t.TempDir()
+	addr, admin := freeAddr(t), freeAddr(t)
+	srv := startChild(t, []string{"--listen", addr, "--data", dir, "--admin", admin, "--fail-rate", "0.1", "--crash-rate", "0.02",
+		"--lease", "300ms", "--resolve-every", "50ms"})
+	ctx := context.Background()
+	client, err := newPayClient(nil, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	payments := make([]payment, n)
+	keys := make([]string, n)
+	answers := make([][]byte, n)
+	for i := range payments {
+		payments[i] = payment{Amount: int64(1 + i), Destination: "acct-r"}
+		if keys[i], err = idempotency.NewKey(nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var done, unknownSeen atomic.Int64
+	items := make([]int, n)
+	for i := range items {
+		items[i] = i
+	}
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		parallel(workers, items, func(i int) {
+			defer done.Add(1)
+			deadline := time.Now().Add(2 * time.Minute)
+			for {
+				st, body, err := pay(ctx, client, srv.base, keys[i], payments[i])
+				if err == nil && st == http.StatusCreated {
+					answers[i] = body
+					return
+				}
+				var e *idempotency.Error
+				if errors.As(err, &e) && e.Code == idempotency.CodeOutcomeUnknown {
+					unknownSeen.Add(1) // the resolver will settle it: ask again
+				} else if err == nil {
+					t.Errorf("payment %d: final answer %d %s", i, st, body)
+					return
+				}
+				if time.Now().After(deadline) {
+					t.Errorf("payment %d: not paid after 2 minutes: %v", i, err)
+					return
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		})
+	}()
+	for k := 1; k <= kills; k++ {
+		for done.Load() < int64(k*n/(kills+1)) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		srv.kill(t)
+		srv.start(t)
+	}
+	<-finished
+	if t.Failed() {
+		t.FailNow()
+	}
+	// Every payment has its 201, so its marker holds an answer; a marker
+	// left by an aborted attempt whose key was then paid by another
+	// attempt cannot exist (the release came first). Nothing may be left.
+	ops := sphttp.NewClient("http://"+admin, sphttp.ClientConfig{})
+	waitFor(t, "no unknown outcome left", func() bool {
+		recs, err := ops.Unknown(ctx, nsApplied, 0)
+		return err == nil && len(recs) == 0
+	})
+	sent := getSent(t, srv.base)
+	if len(sent) != n {
+		t.Fatalf("%d payments sent, want %d", len(sent), n)
+	}
+	for i, b := range answers {
+		var a struct {
+			PaymentID string `json:"payment_id"`
+			Amount    int64  `json:"amount"`
+		}
+		if err := json.Unmarshal(b, &a); err != nil || sent[a.PaymentID] != 1 || a.Amount != payments[i].Amount {
+			t.Fatalf("payment %d: answer %s, sent %d times; want once", i, b, sent[a.PaymentID])
+		}
+	}
+	t.Logf("%d payments, %d kills, %d outcome_unknown answers seen by clients; last run's resolver: %+v",
+		n, kills, unknownSeen.Load(), getResolver(t, srv.base))
 }
