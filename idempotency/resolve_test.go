@@ -4,12 +4,16 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spentledger/spent"
 	"github.com/spentledger/spent/idempotency"
+	"github.com/spentledger/spent/inmem"
 )
 
 // unknownEnv is an env whose middleware resolves with resolve, and whose
@@ -177,4 +181,73 @@ func TestResolve(t *testing.T) {
 			t.Error("runner over the retake namespace: got one, want a refusal")
 		}
 	})
+}
+
+// ExampleMiddleware_ResolveRunner settles an unknown outcome by asking the
+// provider the effect went to: a payment it executed, whose process died
+// before the answer was stored, is completed with the answer the handler
+// would have sent, and the client's retry gets it.
+func ExampleMiddleware_ResolveRunner() {
+	ctx := context.Background()
+	now := time.Date(2030, 1, 1, 9, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+
+	// The provider's books: the attempts it executed, by the marker's seq.
+	// A real provider looks the attempt up and, when it has not executed
+	// it, voids it in the same call, so that it can never land later.
+	executed := map[spent.Seq]string{}
+	opts := idempotency.DefaultOptions()
+	opts.Scope = idempotency.FixedScope("shop")
+	opts.Resolve = func(_ context.Context, u idempotency.UnknownOutcome) (idempotency.Resolution, error) {
+		if key, ok := executed[u.Seq]; ok {
+			return idempotency.Resolution{Verdict: spent.Applied, Status: http.StatusCreated,
+				Header: http.Header{"Content-Type": {"text/plain"}}, Body: []byte("paid " + key + "\n")}, nil
+		}
+		return idempotency.Resolution{Verdict: spent.NotApplied}, nil
+	}
+	cfg := spent.DefaultConfig()
+	cfg.Secret = []byte("an example secret of at least 32 bytes")
+	cfg.Namespaces = idempotency.Policies(opts, 30*time.Second)
+	cfg.Now = clock
+	ledger, err := spent.NewLedger(ctx, inmem.New(), cfg)
+	if err != nil {
+		panic(err)
+	}
+	mw, err := idempotency.New(ledger, opts)
+	if err != nil {
+		panic(err)
+	}
+	crash := true
+	h := mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if idempotency.Applied(r) != nil {
+			return
+		}
+		k, _ := idempotency.KeyOf(r)
+		executed[k.AppliedSeq] = k.Key // the provider executes the payment
+		if crash {
+			panic(http.ErrAbortHandler) // and the process dies before answering
+		}
+		w.Write([]byte("paid " + k.Key + "\n"))
+	}))
+	send := func() {
+		defer func() { recover() }()
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodPost, "/pay", strings.NewReader(`{"amount":5}`))
+		req.Header.Set(idempotency.HeaderKey, `"order-1"`)
+		h.ServeHTTP(rec, req)
+		fmt.Println(rec.Code, rec.Header().Get(idempotency.HeaderReplayed), strings.TrimSpace(rec.Body.String()))
+	}
+	send()                     // aborted: nothing stored, nothing printed
+	now = now.Add(time.Minute) // the lease ran out: an unknown outcome
+
+	runner, err := mw.ResolveRunner(spent.ResolveOptions{Now: clock})
+	if err != nil {
+		panic(err)
+	}
+	p, err := runner.Pass(ctx) // in a service: go runner.Run(ctx)
+	fmt.Println("completed:", p.Completed, err)
+	send()
+	// Output:
+	// completed: 1 <nil>
+	// 201 true paid order-1
 }
