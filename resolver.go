@@ -103,7 +103,7 @@ type ResolveOptions struct {
 	Limit int
 	// OnLeft, when set, is called for each attempt that left a record
 	// unsettled, in the runner's goroutine.
-	OnLeft func(Left)
+	OnLeft func(ResolveLeft)
 	// OnListError, when set, is called when listing the unknown outcomes
 	// failed, in the runner's goroutine.
 	OnListError func(error)
@@ -114,8 +114,8 @@ type ResolveOptions struct {
 	After func(time.Duration) <-chan time.Time
 }
 
-// Left is a record that one attempt of a [ResolveRunner] left unsettled.
-type Left struct {
+// ResolveLeft is a record that one attempt of a [ResolveRunner] left unsettled.
+type ResolveLeft struct {
 	// Record is the unknown outcome, as listed.
 	Record Record
 	// Verdict is the resolver's verdict (CannotTell when it failed).
@@ -149,8 +149,8 @@ type ResolveStats struct {
 	ListErrors uint64
 }
 
-// Pass is the account of one [ResolveRunner.Pass].
-type Pass struct {
+// ResolvePass is the account of one [ResolveRunner.Pass].
+type ResolvePass struct {
 	// Listed is how many unknown outcomes were listed.
 	Listed int
 	// Tried is how many of them were due and given to the resolver.
@@ -304,11 +304,11 @@ func (rr *ResolveRunner) nextDue() (time.Time, bool) {
 // Pass lists the unknown outcomes once and gives each that is due (never
 // tried, or whose backoff has ended) to the resolver, then settles it. It
 // returns an error only when the listing failed; what happened to each
-// record is in the Pass and the counters.
-func (rr *ResolveRunner) Pass(ctx context.Context) (Pass, error) {
+// record is in the ResolvePass and the counters.
+func (rr *ResolveRunner) Pass(ctx context.Context) (ResolvePass, error) {
 	rr.pass.Lock()
 	defer rr.pass.Unlock()
-	var p Pass
+	var p ResolvePass
 	recs, err := rr.svc.Unknown(ctx, rr.o.Namespace, rr.o.Limit)
 	if err != nil {
 		rr.mu.Lock()
@@ -424,7 +424,7 @@ func (rr *ResolveRunner) settle(ctx context.Context, k resolveKey, rec *Record, 
 		d *= 2
 	}
 	b.next = rr.o.Now().Add(min(d, rr.o.MaxBackoff))
-	left := Left{Record: *rec, Verdict: res.Verdict, Err: err, Attempts: b.attempts, Next: b.next}
+	left := ResolveLeft{Record: *rec, Verdict: res.Verdict, Err: err, Attempts: b.attempts, Next: b.next}
 	rr.stats.Left++
 	rr.mu.Unlock()
 	if rr.o.OnLeft != nil {

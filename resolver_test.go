@@ -37,7 +37,7 @@ func (f *fixture) runner(tb testing.TB, svc spent.Service, r spent.Resolver, mod
 	return rr
 }
 
-func (f *fixture) pass(tb testing.TB, rr *spent.ResolveRunner) spent.Pass {
+func (f *fixture) pass(tb testing.TB, rr *spent.ResolveRunner) spent.ResolvePass {
 	tb.Helper()
 	p, err := rr.Pass(context.Background())
 	if err != nil {
@@ -103,12 +103,12 @@ func TestResolveRunner(t *testing.T) {
 		f := mustOpen(t)
 		rec := f.unknownOutcome(t, "pay-3")
 		calls := 0
-		var left []spent.Left
+		var left []spent.ResolveLeft
 		rr := f.runner(t, f.ledger, func(context.Context, spent.Record) (spent.Resolution, error) {
 			calls++
 			return spent.Resolution{}, nil // zero value: cannot tell
 		}, func(o *spent.ResolveOptions) {
-			o.OnLeft = func(l spent.Left) { left = append(left, l) }
+			o.OnLeft = func(l spent.ResolveLeft) { left = append(left, l) }
 		})
 		// The waits between attempts: 1 s doubling, capped at 5 min.
 		want := []time.Duration{1, 2, 4, 8, 16, 32, 64, 128, 256, 300, 300}
@@ -142,7 +142,7 @@ func TestResolveRunner(t *testing.T) {
 		f := mustOpen(t)
 		f.unknownOutcome(t, "pay-4")
 		boom := errors.New("provider down")
-		var left []spent.Left
+		var left []spent.ResolveLeft
 		results := []func() (spent.Resolution, error){
 			func() (spent.Resolution, error) { return spent.Resolution{Verdict: spent.Applied}, boom },
 			func() (spent.Resolution, error) { panic("resolver bug") },
@@ -157,7 +157,7 @@ func TestResolveRunner(t *testing.T) {
 			i++
 			return results[i-1]()
 		}, func(o *spent.ResolveOptions) {
-			o.OnLeft = func(l spent.Left) { left = append(left, l) }
+			o.OnLeft = func(l spent.ResolveLeft) { left = append(left, l) }
 			o.MaxBackoff = time.Second
 		})
 		for n := range results {

@@ -33,7 +33,7 @@ func unknownEnv(t *testing.T, resolve func(context.Context, idempotency.UnknownO
 	return e, rr
 }
 
-func pass(t *testing.T, rr *spent.ResolveRunner) spent.Pass {
+func pass(t *testing.T, rr *spent.ResolveRunner) spent.ResolvePass {
 	t.Helper()
 	p, err := rr.Pass(context.Background())
 	if err != nil {
@@ -124,7 +124,7 @@ func TestResolve(t *testing.T) {
 			"ZeroVerdict": {idempotency.Resolution{Status: 200}, nil},
 		} {
 			t.Run(name, func(t *testing.T) {
-				var left []spent.Left
+				var left []spent.ResolveLeft
 				e := newEnv(t, func(o *idempotency.Options) {
 					o.Resolve = func(context.Context, idempotency.UnknownOutcome) (idempotency.Resolution, error) {
 						return res.r, res.err
@@ -132,7 +132,7 @@ func TestResolve(t *testing.T) {
 				})
 				e.send(req{key: "k", do: "panic-after"})
 				e.clock.Advance(testLease)
-				rr, err := e.mw.ResolveRunner(spent.ResolveOptions{Now: e.clock.Now, OnLeft: func(l spent.Left) { left = append(left, l) }})
+				rr, err := e.mw.ResolveRunner(spent.ResolveOptions{Now: e.clock.Now, OnLeft: func(l spent.ResolveLeft) { left = append(left, l) }})
 				if err != nil {
 					t.Fatal(err)
 				}

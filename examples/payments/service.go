@@ -180,7 +180,7 @@ func (m *Main) Open() error {
 	if m.ResolveEvery > 0 {
 		m.runner, err = m.mw.ResolveRunner(spent.ResolveOptions{
 			Interval: m.ResolveEvery,
-			OnLeft: func(l spent.Left) {
+			OnLeft: func(l spent.ResolveLeft) {
 				m.log.Warn("resolver: unknown outcome left for now", "payment_id", l.Record.Hash.String(), "seq", l.Record.Seq.String(),
 					"attempts", l.Attempts, "next", l.Next, "err", l.Err)
 			},
