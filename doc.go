@@ -40,7 +40,8 @@
 // # Caveats
 //
 // A pending record under the hold policy expires at its expires_at like any
-// other record: an operator must resolve unknown outcomes (see
-// [Ledger.Unknown]) within the namespace's retention. Rotating the secret
+// other record: unknown outcomes (see [Ledger.Unknown]) must be resolved
+// within the namespace's retention, by a [ResolveRunner] running the
+// service's [Resolver], or by an operator. Rotating the secret
 // forgets every record; it is an epoch retirement, not a setting.
 package spent

@@ -96,6 +96,12 @@
 //     handler up to Applied, which finds the marker's answer; it is stored in
 //     the key's record and replayed.
 //   - A process that dies after storing and before sending: retries replay.
+//   - With Options.Resolve set and [Middleware.ResolveRunner] running, each
+//     unknown outcome is looked up in the system the effect went to and
+//     completed (retries replay the answer Resolve gave) or released (the
+//     next retry runs the handler again), so that an operator sees only
+//     those it could not settle; see [spent.Resolver] for when releasing
+//     is safe.
 //
 // # Guarantees
 //

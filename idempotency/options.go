@@ -1,6 +1,7 @@
 package idempotency
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -94,6 +95,20 @@ type Options struct {
 	// Logger receives what an operator must know: unknown outcomes left by
 	// failing handlers, stores failing after a handler ran. Nil discards.
 	Logger *slog.Logger
+
+	// Resolve, when set, looks up the real outcome of an unknown outcome
+	// (a request that died after Applied, before its answer was stored) in
+	// the system its effect went to, as a [spent.Resolver] does, and says
+	// what retries of the request get: the answer it had (applied), a new
+	// run of the handler (not applied: only when the look-up also fenced
+	// the effect), or, when it cannot tell, the 409 outcome_unknown and an
+	// operator. [Middleware.ResolveRunner] runs it for each unknown outcome
+	// of AppliedNamespace with backoff; [NewResolver] adapts it to a
+	// spent.Resolver. A handler whose effect the system refuses because
+	// Resolve fenced its attempt must abort (panic(http.ErrAbortHandler))
+	// rather than answer, so that nothing is stored for that attempt.
+	// Default nil: unknown outcomes wait for an operator.
+	Resolve func(ctx context.Context, u UnknownOutcome) (Resolution, error)
 }
 
 // MaxScopeLen is the longest scope, in bytes.

@@ -14,7 +14,7 @@ func TestHelp(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{[]string{"--help"}, []string{"Usage:", "payments pay [flags]", "-listen", "-data", "-admin", "-fail-rate", "-delay", "-lease", "-new-fence"}},
+		{[]string{"--help"}, []string{"Usage:", "payments pay [flags]", "-listen", "-data", "-admin", "-fail-rate", "-crash-rate", "-delay", "-lease", "-resolve-every", "-new-fence"}},
 		{[]string{"-h"}, []string{"Usage:", "-listen"}},
 		{[]string{"pay", "--help"}, []string{"payments pay --amount N", "-server", "-amount", "-destination", "-journal", "-timeout"}},
 	} {

@@ -30,6 +30,9 @@
 //   - GET /payments/sent: the money ledger, {"<payment id>": times sent}.
 //     A payment id is the ledger's hash of the payment's key, the hash that
 //     "spent unknown list" prints for an unknown outcome.
+//   - GET /payments/resolver: the resolver's counters since the start,
+//     {"on", "completed", "released", "elsewhere", "left", "waiting",
+//     "list_errors"}.
 //
 // # Failure injection
 //
@@ -40,7 +43,14 @@
 //  2. before the side effect: in the handler, before Applied (the key is
 //     released; the retry runs again);
 //  3. after it: the money is sent and the answer stored, then the answer is
-//     lost (the retry gets the stored answer).
+//     lost (the retry gets the stored answer);
+//
+// and, 4, each of the resolver's look-ups at the bank fails with
+// probability P (it is tried again later).
+//
+// --crash-rate P aborts a request with probability P at each of two points
+// after Applied, before and after the money leaves, without storing its
+// answer, as a process dying there would: an unknown outcome.
 //
 // --delay D holds each first execution for D after Applied, before the money
 // leaves (a slow bank), so that the in-progress window can be watched.
@@ -48,11 +58,22 @@
 // request blocks its key, and how long before an interrupted payment is
 // listed as an unknown outcome).
 //
+// # The resolver
+//
+// Every --resolve-every (5 s; 0 turns it off) the service lists the unknown
+// outcomes of its applied namespace and settles each against its bank's
+// books: a transfer of that attempt (the payment id and the marker's seq)
+// completes the marker with the handler's 201; no transfer voids the
+// attempt at the bank in the same step (a send of it still in flight is
+// refused) and releases the marker, so that the client's retry pays, once;
+// a bank that cannot answer leaves it, looked up again with backoff (1 s
+// doubling to 5 min).
+//
 // # Operators
 //
 // With --admin ADDR (a loopback address) the ledger's HTTP API is served
-// there, without tokens, so that unknown outcomes can be listed and
-// resolved:
+// there, without tokens, so that the unknown outcomes the resolver could
+// not settle can be listed and resolved:
 //
 //	spent unknown list --addr http://ADDR -n payments-applied
 //	spent unknown resolve --addr http://ADDR -n payments-applied HASH --complete --result '{"state":"applied"}'

@@ -139,8 +139,10 @@ func (o outcome) paymentID(t *testing.T) string {
 // of its three points, killing the service with SIGKILL five times along
 // the way, and checks from the money ledger that no payment was sent twice
 // and that every payment is sent, not sent and retryable, or listed as an
-// unknown outcome. It then retries the retryable ones, resolves the unknown
-// ones as an operator would, and checks that every payment ends sent once.
+// unknown outcome. It then retries the retryable ones, restarts the service
+// with the resolver on (and failure injection still on), waits until the
+// resolver has settled every unknown outcome against the bank's books, none
+// by hand, and checks that every payment ends sent once.
 func TestTenThousandPayments(t *testing.T) {
 	n, kills, workers := 10000, 5, 32
 	if testing.Short() {
@@ -149,7 +151,9 @@ func TestTenThousandPayments(t *testing.T) {
 	const lease = time.Second
 	dir := t.TempDir()
 	addr, admin := freeAddr(t), freeAddr(t)
-	args := []string{"--listen", addr, "--data", dir, "--admin", admin, "--fail-rate", "0.1", "--lease", lease.String()}
+	// The resolver is off until the end, so that unknown outcomes stay for
+	// the checks below.
+	args := []string{"--listen", addr, "--data", dir, "--admin", admin, "--fail-rate", "0.1", "--crash-rate", "0.01", "--lease", lease.String(), "--resolve-every", "0"}
 	srv := startChild(t, args)
 	ctx := context.Background()
 	start := time.Now()
@@ -200,7 +204,7 @@ func TestTenThousandPayments(t *testing.T) {
 	// A quiet service for the checks: no injected failures, and every lease
 	// left by the kills run out.
 	srv.kill(t)
-	srv.args = []string{"--listen", addr, "--data", dir, "--admin", admin, "--lease", lease.String()}
+	srv.args = []string{"--listen", addr, "--data", dir, "--admin", admin, "--lease", lease.String(), "--resolve-every", "0"}
 	srv.start(t)
 	time.Sleep(lease + lease/2)
 
@@ -271,35 +275,78 @@ func TestTenThousandPayments(t *testing.T) {
 	if t.Failed() {
 		t.FailNow()
 	}
-	// The operator: sent means complete, not sent means release.
-	sent = getSent(t, srv.base)
-	resolved := map[string]string{}
-	for key, r := range unknown {
-		id := r.Hash.String()
-		switch sent[id] {
+	// The resolver settles every unknown outcome against the bank's books,
+	// with failure injection on (its look-ups at the bank fail 10% of the
+	// time too, and are tried again with backoff). Nobody resolves anything
+	// by hand: this test makes no Complete or Release.
+	srv.kill(t)
+	srv.args = []string{"--listen", addr, "--data", dir, "--admin", admin, "--fail-rate", "0.1", "--lease", lease.String(), "--resolve-every", "100ms"}
+	srv.start(t)
+	resolveStart := time.Now()
+	for {
+		recs, err := ops.Unknown(ctx, nsApplied, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(recs) == 0 {
+			break
+		}
+		if time.Since(resolveStart) > 2*time.Minute {
+			t.Fatalf("%d unknown outcomes left after 2 minutes: %+v", len(recs), getResolver(t, srv.base))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	stats := getResolver(t, srv.base)
+	sentBefore := getSent(t, srv.base)
+	var wantCompleted, wantReleased uint64
+	for _, r := range unknown {
+		switch sentBefore[r.Hash.String()] {
 		case 1:
-			res := []byte(`{"payment_id":"` + id + `","state":"applied"}`)
-			if _, err := ops.Complete(ctx, spent.Completion{Namespace: nsApplied, Hash: r.Hash, Result: res, Force: true}); err != nil {
-				t.Fatal(err)
-			}
-			resolved[key] = "complete"
+			wantCompleted++
 		case 0:
-			if err := ops.Release(ctx, spent.Release{Namespace: nsApplied, Hash: r.Hash, Force: true}); err != nil {
-				t.Fatal(err)
-			}
-			resolved[key] = "release"
+			wantReleased++
 		default:
-			t.Fatalf("unknown payment %s sent %d times", id, sent[id])
+			t.Fatalf("unknown payment %s sent %d times", r.Hash, sentBefore[r.Hash.String()])
 		}
 	}
+	if wantCompleted == 0 || wantReleased == 0 {
+		t.Fatalf("%d unknown outcomes sent and %d not: want some of each (--crash-rate)", wantCompleted, wantReleased)
+	}
+	if !stats.On || stats.Completed != wantCompleted || stats.Released != wantReleased || stats.Elsewhere != 0 || stats.Waiting != 0 {
+		t.Fatalf("resolver: got %+v, want %d completed (sent) and %d released (not sent), none elsewhere or waiting",
+			stats, wantCompleted, wantReleased)
+	}
+	t.Logf("resolver settled %d unknown outcomes in %v: %d completed, %d released; %d look-ups left for later (failure 4)",
+		len(unknown), time.Since(resolveStart).Round(time.Millisecond), stats.Completed, stats.Released, stats.Left)
+
+	// Their retries: a completed one replays the resolver's answer, the
+	// handler's 201 for the marker's attempt; a released one pays now, with
+	// a new attempt. Failures are still injected, so the client may give up
+	// and is run again.
 	parallel(workers, unknownCount, func(i int) {
-		st, body, err := pay(ctx, client, srv.base, keys[i], payments[i])
-		want := http.StatusCreated
-		if resolved[keys[i]] == "complete" {
-			want = http.StatusOK // the operator's answer, replayed
+		r := unknown[keys[i]]
+		var st int
+		var body []byte
+		var err error
+		for range 5 {
+			if st, body, err = pay(ctx, client, srv.base, keys[i], payments[i]); err == nil {
+				break
+			}
 		}
-		if err != nil || st != want {
-			t.Errorf("retry of resolved (%s) payment %d: %d %s %v, want %d", resolved[keys[i]], i, st, body, err, want)
+		var a struct {
+			PaymentID   string `json:"payment_id"`
+			Seq         string `json:"seq"`
+			Amount      int64  `json:"amount"`
+			Destination string `json:"destination"`
+		}
+		if err != nil || st != http.StatusCreated || json.Unmarshal(body, &a) != nil {
+			t.Errorf("retry of resolved payment %d: %d %s %v, want 201", i, st, body, err)
+			return
+		}
+		completed := sentBefore[r.Hash.String()] == 1
+		if a.PaymentID != r.Hash.String() || a.Amount != payments[i].Amount || a.Destination != payments[i].Destination ||
+			(a.Seq == r.Seq.String()) != completed {
+			t.Errorf("retry of resolved payment %d (completed %v, marker %s): got %s", i, completed, r.Seq, body)
 		}
 		outcomes[i] = outcome{st, body, nil}
 	})
@@ -320,6 +367,21 @@ func TestTenThousandPayments(t *testing.T) {
 		}
 		seen[id] = true
 	}
+}
+
+// getResolver reads the resolver's counters from GET /payments/resolver.
+func getResolver(t *testing.T, base string) resolverStats {
+	t.Helper()
+	resp, err := http.Get(base + "/payments/resolver")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var s resolverStats
+	if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 // parallel calls f for each of items from workers goroutines.
@@ -343,10 +405,20 @@ func parallel(workers int, items []int, f func(int)) {
 // newService runs the service in this process on a temporary directory.
 func newService(t *testing.T, args ...string) (*Main, context.CancelFunc) {
 	t.Helper()
+	return newServiceWith(t, nil, args...)
+}
+
+// newServiceWith is newService with setup called on the Main before it
+// opens, when not nil.
+func newServiceWith(t *testing.T, setup func(*Main), args ...string) (*Main, context.CancelFunc) {
+	t.Helper()
 	m := NewMain()
 	m.Stderr = io.Discard
 	if err := m.ParseFlags(append([]string{"--listen", "127.0.0.1:0", "--data", t.TempDir()}, args...)); err != nil {
 		t.Fatal(err)
+	}
+	if setup != nil {
+		setup(m)
 	}
 	if err := m.Open(); err != nil {
 		t.Fatal(err)

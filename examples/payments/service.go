@@ -40,10 +40,19 @@ type Main struct {
 	Admin string
 	// FailRate is the probability of a failure at each injection point.
 	FailRate float64
+	// CrashRate is the probability of a simulated crash at each of two
+	// points after Applied: before the money leaves, and after it left but
+	// before the answer is stored. The request is aborted without its answer
+	// stored, as if the process had died there: an unknown outcome.
+	CrashRate float64
 	// Delay holds each first execution after Applied.
 	Delay time.Duration
 	// Lease is the lease of both idempotency namespaces.
 	Lease time.Duration
+	// ResolveEvery is how often the resolver lists the unknown outcomes
+	// (each left one is tried again with backoff from 1 s to 5 min); zero
+	// turns it off, leaving them to an operator.
+	ResolveEvery time.Duration
 	// NewFence accepts a ledger that holds records beside a data directory
 	// without a rollback fence (see package node).
 	NewFence bool
@@ -54,16 +63,22 @@ type Main struct {
 	ledger *spent.Ledger
 	bank   *bank
 	mw     *idempotency.Middleware
+	runner *spent.ResolveRunner
+	ran    chan struct{} // closed when the runner has stopped
 	srv    *http.Server
 	ln     net.Listener
 	admin  *http.Server
 	adln   net.Listener
 	log    *slog.Logger
+
+	// beforeSend, when set (by tests only), is called before the bank
+	// sends a transfer; an error is treated as the bank's.
+	beforeSend func(transfer) error
 }
 
 // NewMain returns a Main with the default flags.
 func NewMain() *Main {
-	return &Main{Listen: "127.0.0.1:8080", Data: "payments-data", Lease: 30 * time.Second, Stderr: os.Stderr}
+	return &Main{Listen: "127.0.0.1:8080", Data: "payments-data", Lease: 30 * time.Second, ResolveEvery: 5 * time.Second, Stderr: os.Stderr}
 }
 
 // usage is what payments --help prints before the flags.
@@ -94,8 +109,10 @@ func (m *Main) flags() *flag.FlagSet {
 	fs.StringVar(&m.Data, "data", m.Data, "directory of the ledger and the money ledger")
 	fs.StringVar(&m.Admin, "admin", m.Admin, "loopback address for the ledger's HTTP API (operators: spent unknown list|resolve); empty: off")
 	fs.Float64Var(&m.FailRate, "fail-rate", m.FailRate, "probability of a simulated failure at each of the three points")
+	fs.Float64Var(&m.CrashRate, "crash-rate", m.CrashRate, "probability of a simulated crash after Applied, before and after the money leaves (an unknown outcome)")
 	fs.DurationVar(&m.Delay, "delay", m.Delay, "hold each first execution this long before the money leaves")
 	fs.DurationVar(&m.Lease, "lease", m.Lease, "lease of the idempotency namespaces")
+	fs.DurationVar(&m.ResolveEvery, "resolve-every", m.ResolveEvery, "how often the resolver settles unknown outcomes against the bank's books; 0: off, left to an operator")
 	fs.BoolVar(&m.NewFence, "new-fence", m.NewFence, "first start of a data directory without a fence beside a ledger that holds records")
 	return fs
 }
@@ -117,8 +134,11 @@ func (m *Main) check(fs *flag.FlagSet) error {
 	if m.FailRate < 0 || m.FailRate > 1 {
 		return fmt.Errorf("payments: --fail-rate %v: want 0 to 1", m.FailRate)
 	}
-	if m.Delay < 0 || m.Lease <= 0 {
-		return errors.New("payments: --delay must not be negative, --lease must be positive")
+	if m.CrashRate < 0 || m.CrashRate > 1 {
+		return fmt.Errorf("payments: --crash-rate %v: want 0 to 1", m.CrashRate)
+	}
+	if m.Delay < 0 || m.Lease <= 0 || m.ResolveEvery < 0 {
+		return errors.New("payments: --delay and --resolve-every must not be negative, --lease must be positive")
 	}
 	if m.Admin != "" {
 		host, _, err := net.SplitHostPort(m.Admin)
@@ -141,6 +161,7 @@ func (m *Main) Open() error {
 	opts.Scope = idempotency.FixedScope("demo")
 	opts.Place = "payments"
 	opts.Logger = m.log
+	opts.Resolve = m.resolve
 	var err error
 	if m.node, err = node.Open(context.Background(), m.nodeConfig(idempotency.Policies(opts, m.Lease))); err != nil {
 		return err
@@ -155,6 +176,20 @@ func (m *Main) Open() error {
 	if err != nil {
 		m.Close()
 		return err
+	}
+	if m.ResolveEvery > 0 {
+		m.runner, err = m.mw.ResolveRunner(spent.ResolveOptions{
+			Interval: m.ResolveEvery,
+			OnLeft: func(l spent.ResolveLeft) {
+				m.log.Warn("resolver: unknown outcome left for now", "payment_id", l.Record.Hash.String(), "seq", l.Record.Seq.String(),
+					"attempts", l.Attempts, "next", l.Next, "err", l.Err)
+			},
+			OnListError: func(err error) { m.log.Warn("resolver: listing unknown outcomes failed", "err", err) },
+		})
+		if err != nil {
+			m.Close()
+			return err
+		}
 	}
 	m.ln, err = net.Listen("tcp", m.Listen)
 	if err != nil {
@@ -216,15 +251,31 @@ func (m *Main) Run(ctx context.Context) error {
 	if m.admin != nil {
 		go func() { errc <- m.admin.Serve(m.adln) }()
 	}
+	rctx, stopRunner := context.WithCancel(ctx)
+	defer stopRunner()
+	if m.runner != nil {
+		m.ran = make(chan struct{})
+		go func() {
+			defer close(m.ran)
+			m.runner.Run(rctx)
+		}()
+	}
+	var err error
 	select {
-	case err := <-errc:
-		return err
+	case err = <-errc:
 	case <-ctx.Done():
+	}
+	stopRunner()
+	if m.ran != nil {
+		<-m.ran
+	}
+	if err != nil {
+		return err
 	}
 	m.node.Drain()
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	err := m.srv.Shutdown(sctx)
+	err = m.srv.Shutdown(sctx)
 	if m.admin != nil {
 		m.admin.Shutdown(sctx)
 	}
@@ -259,11 +310,30 @@ func (m *Main) Handler() http.Handler {
 	mux.HandleFunc("GET /payments/sent", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, m.bank.sent())
 	})
+	mux.HandleFunc("GET /payments/resolver", func(w http.ResponseWriter, r *http.Request) {
+		var s spent.ResolveStats
+		if m.runner != nil {
+			s = m.runner.Stats()
+		}
+		writeJSON(w, http.StatusOK, resolverStats{
+			On: m.runner != nil, Completed: s.Completed, Released: s.Released, Elsewhere: s.Elsewhere,
+			Left: s.Left, Waiting: s.Waiting, ListErrors: s.ListErrors,
+		})
+	})
 	return mux
 }
 
 // fail draws one injected failure.
 func (m *Main) fail() bool { return m.FailRate > 0 && mrand.Float64() < m.FailRate }
+
+// crash draws one simulated crash, which aborts the request at once: its
+// answer is never stored.
+func (m *Main) crash(id, where string) {
+	if m.CrashRate > 0 && mrand.Float64() < m.CrashRate {
+		m.log.Warn("simulated crash "+where, "payment_id", id)
+		panic(http.ErrAbortHandler)
+	}
+}
 
 // failBeforeAndAfter injects failures 1 (before the middleware's check) and
 // 3 (after the money was sent and the answer stored: the answer is lost).
@@ -321,14 +391,79 @@ func (m *Main) pay(w http.ResponseWriter, r *http.Request) {
 		time.Sleep(m.Delay)
 	}
 	t := transfer{ID: id, Seq: k.AppliedSeq.String(), Amount: p.Amount, Destination: p.Destination, At: time.Now().UTC()}
-	if err := m.bank.send(t); err != nil {
-		// Whether the money left is unknown: hold the key for an operator.
+	m.crash(id, "before the money left")
+	err := error(nil)
+	if m.beforeSend != nil {
+		err = m.beforeSend(t)
+	}
+	if err == nil {
+		err = m.bank.send(t)
+	}
+	switch {
+	case errors.Is(err, errVoided):
+		// This attempt outlived its lease and the resolver voided it (and
+		// released its marker): no money moved, and the client's retry
+		// pays with a new attempt. Nothing of this one may be stored.
+		m.log.Warn("payment attempt voided by the resolver; the retry pays", "payment_id", id, "seq", t.Seq)
+		panic(http.ErrAbortHandler)
+	case err != nil:
+		// Whether the money left is unknown: hold the key for the
+		// resolver (or an operator).
 		m.log.Error("bank failed; payment outcome unknown", "payment_id", id, "err", err)
 		panic(http.ErrAbortHandler)
 	}
-	writeJSON(w, http.StatusCreated, map[string]any{
-		"payment_id": id, "state": "applied", "amount": p.Amount, "destination": p.Destination, "seq": t.Seq,
+	m.crash(id, "after the money left")
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusCreated)
+	w.Write(paymentAnswer(t))
+}
+
+// paymentAnswer is the body of the 201 that answers a payment sent as t:
+// the handler's, and the resolver's for a payment whose answer was lost.
+func paymentAnswer(t transfer) []byte {
+	b, _ := json.Marshal(map[string]any{
+		"payment_id": t.ID, "state": "applied", "amount": t.Amount, "destination": t.Destination, "seq": t.Seq,
 	})
+	return append(b, '\n')
+}
+
+// resolve is the service's resolver (idempotency.Options.Resolve): it
+// settles an unknown outcome against the bank's books. The bank looks the
+// attempt (the payment id and the marker's seq) up and, when it finds no
+// transfer, voids the attempt in the same step, so that a send of it still
+// in flight is refused: only then is "not applied" safe, since the client's
+// retry pays again. A transfer found is answered as the handler would have
+// answered it, byte for byte. With --fail-rate, the look-up fails (the bank
+// does not answer) with that probability: the runner tries again later.
+func (m *Main) resolve(_ context.Context, u idempotency.UnknownOutcome) (idempotency.Resolution, error) {
+	if m.fail() {
+		return idempotency.Resolution{}, errors.New("simulated failure 4: the bank's look-up did not answer")
+	}
+	t, sent, err := m.bank.settle(u.Hash.String(), u.Seq.String())
+	switch {
+	case err != nil:
+		return idempotency.Resolution{}, err
+	case !sent:
+		return idempotency.Resolution{Verdict: spent.NotApplied}, nil
+	}
+	return idempotency.Resolution{
+		Verdict: spent.Applied,
+		Status:  http.StatusCreated,
+		Header:  http.Header{"Content-Type": {"application/json"}},
+		Body:    paymentAnswer(t),
+	}, nil
+}
+
+// resolverStats is the body of GET /payments/resolver: what the resolver
+// did since the service started.
+type resolverStats struct {
+	On         bool   `json:"on"`
+	Completed  uint64 `json:"completed"`
+	Released   uint64 `json:"released"`
+	Elsewhere  uint64 `json:"elsewhere"`
+	Left       uint64 `json:"left"`
+	Waiting    int    `json:"waiting"`
+	ListErrors uint64 `json:"list_errors"`
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
