@@ -36,7 +36,8 @@ type waiter struct {
 	ch   chan struct{}
 }
 
-// done returns the channel that StopWaiting closes. The caller holds mu.
+// doneLocked returns the channel that StopWaiting closes, made on first
+// use. The caller holds mu.
 func (h *waitHub) doneLocked() chan struct{} {
 	if h.stop == nil {
 		h.stop = make(chan struct{})

@@ -63,3 +63,14 @@ func TestWaitEndsResubscribed(t *testing.T) {
 		t.Fatal("no end told after the subscription was made again")
 	}
 }
+
+// TestWaitAcrossServersCluster is TestWaitAcrossServers on a Redis Cluster
+// of three primaries: a script's PUBLISH on the primary of the key's slot
+// reaches the subscriber, wherever it subscribed.
+func TestWaitAcrossServersCluster(t *testing.T) {
+	addrs := redistest.SharedCluster(t, envCluster, 3)
+	waittest.Run(t, func(t *testing.T) (a, b spent.Store) {
+		dir := t.TempDir()
+		return MustOpen(t, clusterOptions(addrs, dir)), MustOpen(t, clusterOptions(addrs, dir))
+	})
+}
