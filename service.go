@@ -47,8 +47,9 @@ type Claim struct {
 	// a wait that runs out answers in_progress as before. At most
 	// [MaxWait] (a server bounds it lower; see its max_wait). Negative is
 	// refused. A waiter is woken by the completing or releasing write, never
-	// by polling (see [EndWatcher]). ClaimBatch ignores it: a batch never
-	// waits. The HTTP client sends it as the claim's "wait" member.
+	// by polling (see [EndWatcher]). At most [MaxWaiters] claims wait at
+	// once; past it a claim answers as without a wait. ClaimBatch ignores
+	// it: a batch never waits. The HTTP client sends it as the claim's "wait" member.
 	Wait time.Duration `json:"-"`
 }
 

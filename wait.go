@@ -12,6 +12,14 @@ import (
 // holds a connection and a goroutine.
 const MaxWait = 10 * time.Minute
 
+// MaxWaiters is the most claims one ledger lets wait at once. Past it, a
+// claim with a wait answers at once, as without one: each waiter holds a
+// goroutine (and, over HTTP, a connection).
+const MaxWaiters = 1 << 16
+
+// maxWaiters is MaxWaiters, lowered by tests.
+var maxWaiters int64 = MaxWaiters
+
 // waitHub is a ledger's register of waiting claims, keyed by hash. A
 // completing or releasing write wakes the waiters of its hash: the ledger's
 // own (Complete, Release), and, through the store's [EndWatcher], those of
@@ -46,12 +54,12 @@ func (h *waitHub) doneLocked() chan struct{} {
 }
 
 // add registers a waiter for hash, or returns nil once StopWaiting was
-// called.
+// called or when maxWaiters wait already.
 func (h *waitHub) add(hash Hash) (*waiter, <-chan struct{}) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	done := h.doneLocked()
-	if h.stopped {
+	if h.stopped || h.n.Load() >= maxWaiters {
 		return nil, done
 	}
 	if h.waiters == nil {

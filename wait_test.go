@@ -190,3 +190,25 @@ func TestWaitBatchIgnored(t *testing.T) {
 		t.Fatalf("batch: got %v, %v after %v; want in_progress at once", out, err, time.Since(start))
 	}
 }
+
+// TestWaitersBounded: past the bound on waiters, a claim with a wait
+// answers at once, as without one.
+func TestWaitersBounded(t *testing.T) {
+	defer spent.SetMaxWaiters(2)()
+	l, _ := waitFixture(t, waittest.NSRetake, "k")
+	done := make(chan struct{})
+	defer close(done)
+	for range 2 {
+		go func() {
+			ctx, cancel := context.WithCancel(context.Background())
+			go func() { <-done; cancel() }()
+			l.Claim(ctx, spent.Claim{Namespace: waittest.NSRetake, Key: "k", Wait: time.Minute})
+		}()
+	}
+	untilWaiting(t, l, 2)
+	start := time.Now()
+	a, err := l.Claim(context.Background(), spent.Claim{Namespace: waittest.NSRetake, Key: "k", Wait: time.Minute})
+	if err != nil || a.Outcome != spent.InProgress || time.Since(start) > 10*time.Second || l.Waiting() != 2 {
+		t.Fatalf("third waiter: got %v, %v after %v with %d waiting; want in_progress at once", a.Outcome, err, time.Since(start), l.Waiting())
+	}
+}
