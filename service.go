@@ -49,7 +49,8 @@ type Claim struct {
 	// refused. A waiter is woken by the completing or releasing write, never
 	// by polling (see [EndWatcher]). At most [MaxWaiters] claims wait at
 	// once; past it a claim answers as without a wait. ClaimBatch ignores
-	// it: a batch never waits. The HTTP client sends it as the claim's "wait" member.
+	// it: a batch never waits. The HTTP client sends it as the claim's
+	// "wait" member.
 	Wait time.Duration `json:"-"`
 }
 

@@ -35,7 +35,13 @@ type waitHub struct {
 	watchMu   sync.Mutex
 	watching  bool
 	stopWatch func()
+	failed    time.Time // when subscribing last failed
+	failErr   error
 }
+
+// watchRetry is how long after a failed subscription to the store's ends
+// waiting claims answer at once with its error rather than try again.
+const watchRetry = time.Second
 
 // waiter is one waiting claim. ch holds one wake-up: a wake while the
 // waiter is busy re-checking is kept for its next wait.
@@ -170,7 +176,8 @@ func (l *Ledger) StopWaiting() {
 }
 
 // watchEnds subscribes to the store's ends, once, when the store is an
-// [EndWatcher]. A failed subscription is tried again by the next waiter.
+// [EndWatcher]. A failed subscription is tried again by a waiter that comes
+// watchRetry or more after it.
 func (l *Ledger) watchEnds(ctx context.Context) error {
 	ew, ok := l.store.(EndWatcher)
 	if !ok {
@@ -188,8 +195,12 @@ func (l *Ledger) watchEnds(ctx context.Context) error {
 	if stopped {
 		return nil
 	}
+	if !h.failed.IsZero() && time.Since(h.failed) < watchRetry {
+		return h.failErr
+	}
 	stop, err := ew.WatchEnds(ctx, h.wake, h.wakeAll)
 	if err != nil {
+		h.failed, h.failErr = time.Now(), err
 		return err
 	}
 	h.watching, h.stopWatch = true, stop

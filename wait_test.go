@@ -2,6 +2,7 @@ package spent_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -210,5 +211,121 @@ func TestWaitersBounded(t *testing.T) {
 	a, err := l.Claim(context.Background(), spent.Claim{Namespace: waittest.NSRetake, Key: "k", Wait: time.Minute})
 	if err != nil || a.Outcome != spent.InProgress || time.Since(start) > 10*time.Second || l.Waiting() != 2 {
 		t.Fatalf("third waiter: got %v, %v after %v with %d waiting; want in_progress at once", a.Outcome, err, time.Since(start), l.Waiting())
+	}
+}
+
+// watchedStore is an inmem store with the EndWatcher capability, whose
+// notifications the test sends itself: it stands for a shared store whose
+// ends are written by other servers.
+type watchedStore struct {
+	*inmem.Store
+	mu    sync.Mutex
+	ended func(spent.Hash)
+	lost  func()
+	subs  int
+	fail  error
+	stops int
+}
+
+func (s *watchedStore) WatchEnds(ctx context.Context, ended func(spent.Hash), lost func()) (func(), error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.subs++
+	if s.fail != nil {
+		return nil, s.fail
+	}
+	s.ended, s.lost = ended, lost
+	return func() { s.mu.Lock(); s.stops++; s.mu.Unlock() }, nil
+}
+
+// TestWaitEndWatcher: a ledger over an EndWatcher subscribes once, at the
+// first waiter; an end told by the store wakes the waiter of its hash, and
+// lost wakes every waiter to look again (here the key was completed by
+// "another server", straight in the store, with no notice); StopWaiting
+// ends the subscription.
+func TestWaitEndWatcher(t *testing.T) {
+	s := &watchedStore{Store: inmem.New()}
+	l, err := spent.NewLedger(context.Background(), s, waittest.Config(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	claim := func(key string) spent.Answer {
+		a, err := l.Claim(ctx, spent.Claim{Namespace: waittest.NSRetake, Key: key})
+		if err != nil || a.Outcome != spent.Fresh {
+			t.Fatalf("claim %q: %v, %v", key, a.Outcome, err)
+		}
+		return a
+	}
+	waitFor := func(key string) <-chan spent.Answer {
+		ch := make(chan spent.Answer, 1)
+		go func() {
+			a, _ := l.Claim(ctx, spent.Claim{Namespace: waittest.NSRetake, Key: key, Wait: time.Minute})
+			ch <- a
+		}()
+		return ch
+	}
+	receive := func(ch <-chan spent.Answer, what string) spent.Answer {
+		select {
+		case a := <-ch:
+			return a
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: waiter not answered", what)
+			return spent.Answer{}
+		}
+	}
+	a1, a2 := claim("one"), claim("two")
+	w1, w2 := waitFor("one"), waitFor("two")
+	untilWaiting(t, l, 2)
+	time.Sleep(200 * time.Millisecond) // past their first looks (one inmem claim each)
+	// "Another server" completes both keys in the store: no notice yet.
+	for _, a := range []spent.Answer{a1, a2} {
+		if _, err := s.Store.Complete(ctx, a.Record.Hash, a.Record.Seq, []byte("r"), time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.mu.Lock()
+	ended, lost, subs := s.ended, s.lost, s.subs
+	s.mu.Unlock()
+	if subs != 1 {
+		t.Fatalf("%d subscriptions, want 1", subs)
+	}
+	ended(a1.Record.Hash)
+	if a := receive(w1, "one"); a.Outcome != spent.Replayed {
+		t.Fatalf("one: got %v, want replayed", a.Outcome)
+	}
+	select {
+	case a := <-w2:
+		t.Fatalf("two answered %v before any notice of it", a.Outcome)
+	case <-time.After(50 * time.Millisecond):
+	}
+	lost()
+	if a := receive(w2, "two"); a.Outcome != spent.Replayed {
+		t.Fatalf("two after lost: got %v, want replayed", a.Outcome)
+	}
+	l.StopWaiting()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stops != 1 {
+		t.Fatalf("subscription stopped %d times, want once", s.stops)
+	}
+}
+
+// TestWaitSubscriptionFails: when the store cannot subscribe, a claim with
+// a wait answers at once, as without one.
+func TestWaitSubscriptionFails(t *testing.T) {
+	s := &watchedStore{Store: inmem.New(), fail: errors.New("engine unreachable")}
+	l, err := spent.NewLedger(context.Background(), s, waittest.Config(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := l.Claim(ctx, spent.Claim{Namespace: waittest.NSRetake, Key: "k"}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	a, err := l.Claim(ctx, spent.Claim{Namespace: waittest.NSRetake, Key: "k", Wait: time.Minute})
+	if err != nil || a.Outcome != spent.InProgress || time.Since(start) > 10*time.Second {
+		t.Fatalf("got %v, %v after %v; want in_progress at once", a.Outcome, err, time.Since(start))
 	}
 }
