@@ -39,6 +39,12 @@
 //
 // # Caveats
 //
+// A claim may wait for a pending key to end ([Claim].Wait); the waiter is
+// woken by the completing or releasing write, through this ledger or, for a
+// shared store that is an [EndWatcher], through any server. A store that
+// cannot subscribe to its ends leaves the claim answering at once, as
+// without a wait. Call [Ledger.StopWaiting] when a server shuts down.
+//
 // A pending record under the hold policy expires at its expires_at like any
 // other record: unknown outcomes (see [Ledger.Unknown]) must be resolved
 // within the namespace's retention, by a [ResolveRunner] running the

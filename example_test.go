@@ -164,3 +164,29 @@ func ExampleLedger_Purge() {
 	// fresh
 	// charged
 }
+
+// A second request for a key in progress waits for the first to end
+// rather than answering in_progress: here the first completes, and the
+// waiter is answered with its result.
+func ExampleClaim_wait() {
+	ctx := context.Background()
+	cfg := spent.DefaultConfig()
+	cfg.Secret = []byte("example secret of at least 32 bytes!")
+	l, err := spent.NewLedger(ctx, inmem.New(), cfg)
+	if err != nil {
+		panic(err)
+	}
+	first, _ := l.Claim(ctx, spent.Claim{Namespace: "default", Key: "order-42"})
+	second := make(chan spent.Answer)
+	go func() {
+		a, _ := l.Claim(ctx, spent.Claim{Namespace: "default", Key: "order-42", Wait: 5 * time.Second})
+		second <- a
+	}()
+	for l.Waiting() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	l.Complete(ctx, spent.Completion{Namespace: "default", Key: "order-42", Seq: first.Record.Seq, Result: []byte("shipped")})
+	a := <-second
+	fmt.Println(first.Outcome, a.Outcome, string(a.Record.Result))
+	// Output: fresh replayed shipped
+}

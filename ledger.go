@@ -125,6 +125,9 @@ type Ledger struct {
 
 	// configured lists the namespaces for the unknown-namespace error.
 	configured string
+
+	// waits holds the claims waiting for a key's end (wait.go).
+	waits waitHub
 }
 
 var _ Service = (*Ledger)(nil)
@@ -349,7 +352,9 @@ func answer(p Policy, c *Claim, op *ClaimOp, res ClaimAnswer) Answer {
 func sameFingerprint(a, b []byte) bool { return bytes.Equal(a, b) }
 
 // Claim records the first claim of c.Key in c.Namespace, or answers from the
-// stored record. It returns only once the answer is durable. Store failures
+// stored record. It returns only once the answer is durable. With c.Wait
+// set, a claim that finds the key pending under a running lease waits, up
+// to c.Wait, for the key's end (see [Claim].Wait). Store failures
 // are returned as EUnavailable errors, never fresh (invariant 5 in
 // docs/concepts.md); a failed write that may have committed is read back
 // first (invariant 8).
@@ -364,6 +369,17 @@ func (l *Ledger) Claim(ctx context.Context, c Claim) (Answer, error) {
 
 // claim is Claim without the observer.
 func (l *Ledger) claim(ctx context.Context, c Claim) (Answer, error) {
+	if c.Wait != 0 {
+		if err := checkWait(c.Wait); err != nil {
+			return Answer{}, err
+		}
+		return l.claimWait(ctx, c)
+	}
+	return l.claimOnce(ctx, c)
+}
+
+// claimOnce is a claim that does not wait.
+func (l *Ledger) claimOnce(ctx context.Context, c Claim) (Answer, error) {
 	now := l.cfg.Now()
 	op, p, err := l.prepare(ctx, &c, now)
 	if err != nil {
@@ -634,6 +650,9 @@ func (l *Ledger) complete(ctx context.Context, c Completion) (Record, error) {
 		// state and the seq itself (and accepts a retry with the same bytes),
 		// so the read that target does is not needed.
 		rec, err := l.store.Complete(ctx, h, c.Seq, result, now)
+		// Waiters look again even after an error: the write may have
+		// happened.
+		l.ended(h)
 		if err != nil {
 			return Record{}, storeError(err)
 		}
@@ -649,6 +668,7 @@ func (l *Ledger) complete(ctx context.Context, c Completion) (Record, error) {
 		return r, nil
 	}
 	rec, err := l.store.Complete(ctx, r.Hash, r.Seq, result, now)
+	l.ended(r.Hash)
 	if err != nil {
 		return Record{}, storeError(err)
 	}
@@ -671,13 +691,17 @@ func (l *Ledger) release(ctx context.Context, rel Release) error {
 	if h, ok, err := l.direct(rel.Namespace, rel.Key, rel.Seq, rel.Force); err != nil {
 		return err
 	} else if ok {
-		return storeError(l.store.Release(ctx, h, rel.Seq, now))
+		err := l.store.Release(ctx, h, rel.Seq, now)
+		l.ended(h) // also after an error, as in complete
+		return storeError(err)
 	}
 	r, _, err := l.target(ctx, rel.Namespace, rel.Key, rel.Hash, Ending{Seq: rel.Seq, AnySeq: rel.Seq.IsZero(), Release: true, Force: rel.Force}, now)
 	if err != nil {
 		return err
 	}
-	return storeError(l.store.Release(ctx, r.Hash, r.Seq, now))
+	err = l.store.Release(ctx, r.Hash, r.Seq, now)
+	l.ended(r.Hash)
+	return storeError(err)
 }
 
 // Get returns the live record of key in namespace, or an ENotFound error.

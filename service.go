@@ -38,6 +38,20 @@ type Claim struct {
 	// effect must happen at most once calls Applied first, whose marker is
 	// an ordinary, durable claim.
 	Early bool `json:"-"`
+	// Wait, when positive, lets a claim that finds the key pending under a
+	// running lease wait up to Wait for the pending claim to end, rather
+	// than answer in_progress at once: a completion answers the waiter as a
+	// repeat (replayed, refused or mismatch); a release lets it claim the
+	// key (fresh: the waiter now holds it); a lease that runs out gives it
+	// the key under retake, or answers in_progress with Unknown under hold;
+	// a wait that runs out answers in_progress as before. At most
+	// [MaxWait] (a server bounds it lower; see its max_wait). Negative is
+	// refused. A waiter is woken by the completing or releasing write, never
+	// by polling (see [EndWatcher]). At most [MaxWaiters] claims wait at
+	// once; past it a claim answers as without a wait. ClaimBatch ignores
+	// it: a batch never waits. The HTTP client sends it as the claim's
+	// "wait" member.
+	Wait time.Duration `json:"-"`
 }
 
 // Answer is the ledger's answer to a [Claim]. (In this package "result"

@@ -205,9 +205,13 @@ func answerError(resp *http.Response, d *strictjson.Decoder) error {
 }
 
 // Claim implements spent.Service. On a fresh one-step claim the record's
-// Result is a copy of c.Result, which the server does not send back.
+// Result is a copy of c.Result, which the server does not send back. A
+// claim with Wait set is sent with its "wait", and the server holds the
+// request up to that long: an HTTPClient with a Timeout shorter than the
+// wait cuts it short (an EUnavailable error, as for any request left
+// unanswered).
 func (c *Client) Claim(ctx context.Context, cl spent.Claim) (spent.Answer, error) {
-	body, err := appendClaim(make([]byte, 0, claimSize(&cl)), &cl)
+	body, err := appendClaim(make([]byte, 0, claimSize(&cl)), &cl, true)
 	if err != nil {
 		return spent.Answer{}, err
 	}
@@ -235,7 +239,8 @@ func fillFresh(res *spent.Answer, c *spent.Claim) {
 }
 
 // ClaimBatch implements spent.Service: one request, answered in order,
-// everything durable before the answer. A replay whose result did not fit in
+// everything durable before the answer; a claim's Wait is not sent (a batch
+// never waits). A replay whose result did not fit in
 // the server's budget for one answer (max_batch_result) has ResultOmitted
 // set and no result: read it with Get.
 func (c *Client) ClaimBatch(ctx context.Context, cs []spent.Claim) ([]spent.Answer, error) {
@@ -249,7 +254,7 @@ func (c *Client) ClaimBatch(ctx context.Context, cs []spent.Claim) ([]spent.Answ
 			body = append(body, ',')
 		}
 		var err error
-		if body, err = appendClaim(body, &cs[i]); err != nil {
+		if body, err = appendClaim(body, &cs[i], false); err != nil {
 			var e *spent.Error
 			if errors.As(err, &e) {
 				e.Message = "claims[" + strconv.Itoa(i) + "]: " + e.Message

@@ -77,7 +77,10 @@
 //     show it to anyone who claims the same key. Namespaces and scopes, not
 //     seqs, decide who may complete or release.
 //   - The server sets no timeouts of its own; the http.Server around it
-//     should (ReadHeaderTimeout at least).
+//     should (ReadHeaderTimeout at least), with a WriteTimeout longer than
+//     Config.MaxWait, or a claim that waits ("wait") is cut off. Call the
+//     ledger's StopWaiting when a graceful shutdown begins, so that waiting
+//     claims answer in_progress rather than hold the shutdown up.
 //
 // This package is named http and imports net/http under the same name, as
 // Ben Johnson's WTF Dial does; import it as sphttp (or similar) in code that

@@ -51,7 +51,16 @@ type Config struct {
 	// Ready is the /readyz probe. Nil means: a Get of a fixed key in the
 	// first namespace either finds a record or answers not_found.
 	Ready func(context.Context) error
+	// MaxWait is the longest "wait" a claim may ask for (see
+	// spent.Claim.Wait); a longer one is refused 400 invalid, naming the
+	// bound. Zero means DefaultMaxWait; at most spent.MaxWait. The
+	// http.Server's WriteTimeout must be longer, or a waiting request is
+	// cut off.
+	MaxWait time.Duration
 }
+
+// DefaultMaxWait is the default bound on a claim's wait: 30 seconds.
+const DefaultMaxWait = 30 * time.Second
 
 // DefaultConfig returns a Config with the default body limit, no tokens
 // (authentication off) and private metrics.
@@ -65,6 +74,9 @@ func DefaultConfig() Config {
 func (c Config) Validate() error {
 	if c.MaxBody < 0 {
 		return fmt.Errorf("http: max body %d: must not be negative", c.MaxBody)
+	}
+	if c.MaxWait < 0 || c.MaxWait > spent.MaxWait {
+		return fmt.Errorf("http: max wait %v: want 0 (the default, %v) to %v", c.MaxWait, DefaultMaxWait, spent.MaxWait)
 	}
 	if c.StoreLogInterval < 0 {
 		return fmt.Errorf("http: store log interval %v: must not be negative", c.StoreLogInterval)
@@ -83,6 +95,7 @@ type Server struct {
 	scrape  http.Handler
 	log     *slog.Logger
 	ready   func(context.Context) error
+	maxWait time.Duration
 	names   map[string]string // namespace names, for interning
 	pool    sync.Pool         // *exchange
 
@@ -149,6 +162,10 @@ func NewServer(l *spent.Ledger, cfg Config) (*Server, error) {
 		scrape:  promhttp.HandlerFor(gat, promhttp.HandlerOpts{ErrorLog: slogPrinter{log}}),
 		log:     log,
 		ready:   cfg.Ready,
+		maxWait: cfg.MaxWait,
+	}
+	if s.maxWait == 0 {
+		s.maxWait = DefaultMaxWait
 	}
 	if s.ready == nil {
 		ns := l.Namespaces()[0]
@@ -411,6 +428,10 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request, x *exchange, g *g
 	}
 	if !g.Allows(c.Namespace, false) {
 		return s.fail(w, x, routeClaim, forbidden(c.Namespace, false))
+	}
+	if c.Wait > s.maxWait {
+		return s.fail(w, x, routeClaim, spent.Errorf(spent.EInvalid, "wait: %s seconds: this server waits at most %s seconds (max_wait)",
+			strictjson.AppendSeconds(nil, c.Wait), strictjson.AppendSeconds(nil, s.maxWait)))
 	}
 	start := time.Now()
 	res, err := s.ledger.Claim(r.Context(), c)

@@ -63,7 +63,7 @@ func fields(d *strictjson.Decoder, idx int, names []string, m member) (uint64, e
 
 // Member names of the request objects, in bit order.
 var (
-	claimNames    = []string{"namespace", "key", "fingerprint", "place", "result", "expires_at", "result_text"}
+	claimNames    = []string{"namespace", "key", "fingerprint", "place", "result", "expires_at", "result_text", "wait"}
 	claimsNames   = []string{"claims"}
 	completeNames = []string{"namespace", "key", "hash", "seq", "result", "force", "result_text"}
 	releaseNames  = []string{"namespace", "key", "hash", "seq", "force"}
@@ -122,6 +122,11 @@ func decodeClaim(d *strictjson.Decoder, idx int, c *spent.Claim) error {
 			c.Result, err = resultText(d)
 		case "expires_at":
 			c.ExpiresAt, err = d.Time()
+		case "wait":
+			if idx >= 0 {
+				return spent.Errorf(spent.EInvalid, "%swait: a batch never waits; send a waiting claim to /v1/claim", at(idx))
+			}
+			c.Wait, err = decodeWait(d)
 		}
 		return err
 	})
@@ -132,6 +137,21 @@ func decodeClaim(d *strictjson.Decoder, idx int, c *spent.Claim) error {
 		return err
 	}
 	return require(idx, seen, fNamespace|fKey, claimNames)
+}
+
+// decodeWait reads a claim's wait: a JSON number of seconds (as
+// retry_after is written), 0 to spent.MaxWait; the server's own bound may
+// be lower.
+func decodeWait(d *strictjson.Decoder) (time.Duration, error) {
+	n, err := d.Number()
+	if err != nil {
+		return 0, err
+	}
+	w, err := time.ParseDuration(string(n) + "s")
+	if err != nil || w < 0 || w > spent.MaxWait {
+		return 0, spent.Errorf(spent.EInvalid, "wait: %s: want a number of seconds from 0 to %s", spent.QuoteInput(string(n)), strictjson.AppendSeconds(nil, spent.MaxWait))
+	}
+	return w, nil
 }
 
 // require reports the first missing member of want.
@@ -336,7 +356,9 @@ func checkText(field, s string) error {
 	return nil
 }
 
-func appendClaim(b []byte, c *spent.Claim) ([]byte, error) {
+// appendClaim appends a claim; withWait sends its Wait (a single claim's,
+// never a batch's).
+func appendClaim(b []byte, c *spent.Claim, withWait bool) ([]byte, error) {
 	if err := checkText("namespace", c.Namespace); err != nil {
 		return b, err
 	}
@@ -367,6 +389,10 @@ func appendClaim(b []byte, c *spent.Claim) ([]byte, error) {
 	if !c.ExpiresAt.IsZero() {
 		b = append(b, `,"expires_at":`...)
 		b = strictjson.AppendTime(b, c.ExpiresAt)
+	}
+	if withWait && c.Wait != 0 {
+		b = append(b, `,"wait":`...)
+		b = strictjson.AppendSeconds(b, c.Wait)
 	}
 	return append(b, '}'), nil
 }

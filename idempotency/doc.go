@@ -38,7 +38,9 @@
 //	same key, same fingerprint  the stored status, headers and body, byte for byte,
 //	                            with Idempotent-Replayed: true
 //	same key, other request     422, code mismatch
-//	first one still running     409, code in_progress, with Retry-After
+//	first one still running     409, code in_progress, with Retry-After; with
+//	                            Options.Wait, the request first waits for the first
+//	                            one's stored answer (replayed) or release (it runs)
 //	first one died after its    409, code outcome_unknown: an operator must resolve it
 //	  effect, answer not stored
 //	no key (route requires one) 400, code idempotency_key_missing

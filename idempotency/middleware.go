@@ -325,6 +325,8 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		// A fresh answer stays in this process until the handler's
 		// answer is stored (or the key released): see spent.Claim.Early.
 		Early: true,
+		// A request in progress is waited for (Options.Wait).
+		Wait: m.o.Wait,
 	})
 	if err != nil {
 		m.ledgerFailure(w, err)

@@ -109,6 +109,20 @@ type Options struct {
 	// rather than answer, so that nothing is stored for that attempt.
 	// Default nil: unknown outcomes wait for an operator.
 	Resolve func(ctx context.Context, u UnknownOutcome) (Resolution, error)
+
+	// Waiting for the first request.
+
+	// Wait, when positive, makes a request that finds its key in progress
+	// wait up to Wait for the first request to end, rather than be answered
+	// 409 at once (see spent.Claim.Wait): when the first's answer is
+	// stored, the waiter is answered with it (a replay); when the first
+	// released the key (its handler failed before Applied), the waiter runs
+	// the handler itself; when the wait runs out, it is answered 409 as
+	// without Wait. At most spent.MaxWait, and over HTTP at most the
+	// server's max_wait (30 seconds by default), which refuses more. The
+	// request holds its connection and a goroutine while it waits. Default
+	// 0: answer 409 at once.
+	Wait time.Duration
 }
 
 // MaxScopeLen is the longest scope, in bytes.
@@ -155,6 +169,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("idempotency: options: RetryAfter %v: must be positive", o.RetryAfter)
 	case o.StoreTimeout <= 0:
 		return fmt.Errorf("idempotency: options: StoreTimeout %v: must be positive", o.StoreTimeout)
+	case o.Wait < 0 || o.Wait > spent.MaxWait:
+		return fmt.Errorf("idempotency: options: Wait %v: want 0 (no waiting) to %v", o.Wait, spent.MaxWait)
 	case len(o.Place) > spent.MaxPlaceLen:
 		return fmt.Errorf("idempotency: options: Place of %d bytes: at most %d", len(o.Place), spent.MaxPlaceLen)
 	}

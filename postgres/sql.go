@@ -78,22 +78,28 @@ SELECT false, ` + strings.ReplaceAll(limitedCols, "{lim}", "$15") + ` FROM cur W
 		getAnyLimit: r.Replace(`SELECT ` + strings.ReplaceAll(limitedCols, "{lim}", "$2") + ` FROM {records} WHERE key = $1`),
 
 		// Complete: the update, or else the live row as the snapshot saw
-		// it, from which Complete tells which error applies.
+		// it, from which Complete tells which error applies. The update
+		// notifies the ends channel $6 of the key (ends.go) in its own
+		// transaction, so that the notice goes out when, and only if, the
+		// completion commits; the outer query reads the notice's column,
+		// so that it is computed.
 		complete: r.Replace(`WITH upd AS (
 	UPDATE {records} SET state = 2, result = $2, lease_until = NULL
 	WHERE key = $1 AND expires_at > $3 AND state = 1 AND seq_node = $4 AND seq_counter = $5
-	RETURNING {cols}
+	RETURNING {cols}, pg_notify($6, encode(key, 'hex')) IS NULL AS unsent
 )
-SELECT true, {cols} FROM upd
+SELECT true, {cols} FROM upd WHERE NOT unsent
 UNION ALL
 SELECT false, {cols} FROM {records} WHERE key = $1 AND expires_at > $3 AND NOT EXISTS (SELECT 1 FROM upd)`),
 
+		// Release: the delete, notifying the ends channel $5 as complete
+		// does, or else the live row's state and seq.
 		release: r.Replace(`WITH del AS (
 	DELETE FROM {records}
 	WHERE key = $1 AND expires_at > $2 AND state = 1 AND seq_node = $3 AND seq_counter = $4
-	RETURNING 1
+	RETURNING pg_notify($5, encode(key, 'hex')) IS NULL AS unsent
 )
-SELECT true, 0::smallint, 0::bigint, 0::bigint FROM del
+SELECT true, 0::smallint, 0::bigint, 0::bigint FROM del WHERE NOT unsent
 UNION ALL
 SELECT false, state, seq_node, seq_counter FROM {records}
 WHERE key = $1 AND expires_at > $2 AND NOT EXISTS (SELECT 1 FROM del)`),

@@ -62,6 +62,11 @@ type Store struct {
 	// partitioned is whether records is partitioned: always, but in a
 	// schema a test left at version 1.
 	partitioned bool
+	// ends is the channel of the schema's ends (ends.go).
+	ends string
+
+	watchMu sync.Mutex
+	watches []func() // the stops of WatchEnds's listeners (ends.go)
 }
 
 var _ spent.Store = (*Store)(nil)
@@ -91,7 +96,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if _, ok := cfg.ConnConfig.RuntimeParams["plan_cache_mode"]; !ok {
 		cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
 	}
-	s := &Store{opts: opts, log: opts.Logger, q: newQueries(opts.Schema), period: int64(opts.PartitionPeriod)}
+	s := &Store{opts: opts, log: opts.Logger, q: newQueries(opts.Schema), period: int64(opts.PartitionPeriod), ends: endsChannel(opts.Schema)}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -162,6 +167,7 @@ func (s *Store) warmUp(ctx context.Context, n int32) error {
 func (s *Store) Close() error {
 	s.once.Do(func() {
 		s.closed.Store(true)
+		s.stopWatches()
 		s.pool.Close()
 	})
 	return nil
@@ -459,7 +465,7 @@ func (s *Store) Complete(ctx context.Context, key spent.Hash, seq spent.Seq, res
 	e := spent.Ending{Seq: seq, Result: result}
 	err = s.do(ctx, "complete", func(ctx context.Context) error {
 		for range maxRereads {
-			rows, err := s.pool.Query(ctx, s.q.complete, key[:], result, n, int64(seq.Node), int64(seq.Counter))
+			rows, err := s.pool.Query(ctx, s.q.complete, key[:], result, n, int64(seq.Node), int64(seq.Counter), s.ends)
 			if err != nil {
 				return err
 			}
@@ -523,7 +529,7 @@ func (s *Store) Release(ctx context.Context, key spent.Hash, seq spent.Seq, now 
 	e := spent.Ending{Seq: seq, Release: true}
 	return s.do(ctx, "release", func(ctx context.Context) error {
 		for range maxRereads {
-			rows, err := s.pool.Query(ctx, s.q.release, key[:], n, int64(seq.Node), int64(seq.Counter))
+			rows, err := s.pool.Query(ctx, s.q.release, key[:], n, int64(seq.Node), int64(seq.Counter), s.ends)
 			if err != nil {
 				return err
 			}

@@ -21,6 +21,11 @@ import (
 //	P{seq}:s:<node>      last seq counter reserved for node (INCRBY)
 //	P{seq}:format        the layout version, written by the first Open
 //
+// and one pub/sub channel, which is no key:
+//
+//	Pends                the hex hashes of records completed or released
+//	                     (store.WatchEnds)
+//
 // Every operation touches keys of one tag only, so in Redis Cluster each
 // script runs on one slot of one node.
 const (
@@ -79,6 +84,7 @@ type keyspace struct {
 	trim    [numTags]string // P{T}:t
 	seq     string          // P{seq}:s:
 	format  string          // P{seq}:format
+	ends    string          // Pends, the channel of ends
 }
 
 func newKeyspace(prefix string) *keyspace {
@@ -86,6 +92,7 @@ func newKeyspace(prefix string) *keyspace {
 		prefix: prefix,
 		seq:    prefix + "{" + seqTag + "}:s:",
 		format: prefix + "{" + seqTag + "}:format",
+		ends:   prefix + "ends",
 	}
 	for i, t := range tags() {
 		base := prefix + "{" + t + "}:"

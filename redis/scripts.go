@@ -63,7 +63,9 @@ return 1
 `
 
 // completeLua: KEYS record, pending index; ARGV seq, result, now sec, now
-// nsec, index member, the stored zero time.
+// nsec, index member, the stored zero time, the ends channel. A completion
+// publishes the record's member on the ends channel (store.WatchEnds), in
+// the script, so that every completion made is told.
 const completeLua = luaPrelude + `
 local v = redis.call('GET', KEYS[1])
 if not v then return {1} end
@@ -84,11 +86,13 @@ local nv = string.sub(v, 1, 1) .. '\2' .. string.sub(v, 3, 14) .. ARGV[6] ..
   string.sub(v, 27, 56) .. flags .. string.sub(v, 58, roff - 1) .. ARGV[2]
 redis.call('SET', KEYS[1], nv, 'KEEPTTL')
 redis.call('ZREM', KEYS[2], ARGV[5])
+redis.call('PUBLISH', ARGV[7], ARGV[5])
 return {0, nv}
 `
 
 // releaseLua: KEYS record, pending index; ARGV seq, now sec, now nsec, index
-// member.
+// member, the ends channel, on which a release publishes the member as a
+// completion does.
 const releaseLua = luaPrelude + `
 local v = redis.call('GET', KEYS[1])
 if not v then return 1 end
@@ -100,6 +104,7 @@ if string.byte(v, 2) ~= 1 then return 2 end
 if string.sub(v, 27, 38) ~= ARGV[1] then return 3 end
 redis.call('DEL', KEYS[1])
 redis.call('ZREM', KEYS[2], ARGV[4])
+redis.call('PUBLISH', ARGV[5], ARGV[4])
 return 0
 `
 

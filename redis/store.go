@@ -33,6 +33,9 @@ type Store struct {
 	closeOnce sync.Once
 	closeErr  error
 	purgeAt   purgecursor.Cursor[purgePos] // where the last Purge stopped (purge.go)
+
+	watchMu sync.Mutex
+	watches []func() // the stops of WatchEnds's subscriptions (ends.go)
 }
 
 var _ spent.Store = (*Store)(nil)
@@ -201,6 +204,7 @@ func (s *Store) primaries(ctx context.Context) ([]*goredis.Client, error) {
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.closed.Store(true)
+		s.stopWatches()
 		if s.ap != nil {
 			s.ap.Close() // answers what is queued
 		}
@@ -484,7 +488,7 @@ func (s *Store) Complete(ctx context.Context, key spent.Hash, seq spent.Seq, res
 	rk := s.ks.recordKey(&key, m)
 	sec, nsec := timeArgs(now)
 	c := newCall(rk, scriptComplete, []string{rk, s.ks.pending[key[0]]},
-		seqBytes(seq), result, sec, nsec, m, zeroLease)
+		seqBytes(seq), result, sec, nsec, m, zeroLease, s.ks.ends)
 	werr := s.exec(ctx, []*call{c}, true)
 	if werr != nil && !errors.Is(werr, ErrNotReplicated) {
 		return spent.Record{}, s.fail("complete", werr)
@@ -521,7 +525,7 @@ func (s *Store) Release(ctx context.Context, key spent.Hash, seq spent.Seq, now 
 	rk := s.ks.recordKey(&key, m)
 	sec, nsec := timeArgs(now)
 	c := newCall(rk, scriptRelease, []string{rk, s.ks.pending[key[0]]},
-		seqBytes(seq), sec, nsec, m)
+		seqBytes(seq), sec, nsec, m, s.ks.ends)
 	werr := s.exec(ctx, []*call{c}, true)
 	if werr != nil && !errors.Is(werr, ErrNotReplicated) {
 		return s.fail("release", werr)

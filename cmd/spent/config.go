@@ -56,6 +56,9 @@ type serveConfig struct {
 	SweepBatch int
 	// ShutdownTimeout bounds the graceful shutdown.
 	ShutdownTimeout time.Duration
+	// MaxWait is the longest wait a claim may ask for (sphttp.Config.MaxWait):
+	// the key max_wait.
+	MaxWait time.Duration
 	// FenceInterval is the pause between two advances of the rollback fence
 	// (see fence.go): a store restored from a snapshot younger than this
 	// before a crash goes unnoticed.
@@ -98,6 +101,7 @@ func defaultServeConfig() serveConfig {
 		SweepInterval:   defaultSweepInterval,
 		SweepBatch:      defaultSweepBatch,
 		ShutdownTimeout: defaultShutdownTimeout,
+		MaxWait:         sphttp.DefaultMaxWait,
 		FenceInterval:   defaultFenceInterval,
 		MaxBody:         sphttp.DefaultMaxBody,
 		MaxBodies:       sphttp.DefaultMaxBodies,
@@ -138,6 +142,7 @@ type fileConfig struct {
 	SweepInterval   duration  `toml:"sweep_interval"`
 	SweepBatch      int64     `toml:"sweep_batch"`
 	ShutdownTimeout duration  `toml:"shutdown_timeout"`
+	MaxWait         duration  `toml:"max_wait"`
 	FenceInterval   duration  `toml:"fence_interval"`
 	LogLevel        string    `toml:"log_level"`
 	LogFormat       string    `toml:"log_format"`
@@ -210,6 +215,7 @@ func newFileConfig(cfg serveConfig) fileConfig {
 		MaxBatchResult: int64(cfg.Ledger.MaxBatchResult), MaxBodies: cfg.MaxBodies,
 		SweepInterval: duration(cfg.SweepInterval), SweepBatch: int64(cfg.SweepBatch),
 		ShutdownTimeout: duration(cfg.ShutdownTimeout), FenceInterval: duration(cfg.FenceInterval),
+		MaxWait:  duration(cfg.MaxWait),
 		LogLevel: cfg.LogLevel.String(), LogFormat: cfg.LogFormat,
 		TLSCert: cfg.TLSCert, TLSKey: cfg.TLSKey, TLSClientCA: cfg.TLSClientCA, AllowPlaintext: cfg.AllowPlaintext,
 		RESPListen: cfg.RESP.Listen,
@@ -326,6 +332,8 @@ func (f *fileConfig) applyServer(cfg *serveConfig) error {
 		return fmt.Errorf("sweep_batch = %d: want 1 to %d", f.SweepBatch, spent.MaxBatch)
 	case f.ShutdownTimeout <= 0:
 		return fmt.Errorf("shutdown_timeout = %q: must be positive", time.Duration(f.ShutdownTimeout))
+	case f.MaxWait <= 0 || time.Duration(f.MaxWait) > spent.MaxWait:
+		return fmt.Errorf("max_wait = %q: want more than 0s and at most %s", time.Duration(f.MaxWait), spent.MaxWait)
 	case time.Duration(f.FenceInterval) < time.Second:
 		return fmt.Errorf("fence_interval = %q: want at least 1s", time.Duration(f.FenceInterval))
 	case levelErr != nil:
@@ -339,6 +347,7 @@ func (f *fileConfig) applyServer(cfg *serveConfig) error {
 	cfg.MaxBody, cfg.MaxBodies = f.MaxBody, f.MaxBodies
 	cfg.SweepInterval, cfg.SweepBatch = time.Duration(f.SweepInterval), int(f.SweepBatch)
 	cfg.ShutdownTimeout = time.Duration(f.ShutdownTimeout)
+	cfg.MaxWait = time.Duration(f.MaxWait)
 	cfg.FenceInterval = time.Duration(f.FenceInterval)
 	cfg.LogLevel, cfg.LogFormat = level, f.LogFormat
 	cfg.TLSCert, cfg.TLSKey, cfg.TLSClientCA = f.TLSCert, f.TLSKey, f.TLSClientCA

@@ -35,6 +35,9 @@ const (
 	readTimeout       = time.Minute
 	writeTimeout      = time.Minute
 	idleTimeout       = 2 * time.Minute
+	// writeWaitMargin is the time a waiting claim's request keeps, beyond
+	// its wait, to read its body, make its last look and write its answer.
+	writeWaitMargin = 30 * time.Second
 )
 
 func (m *Main) serveCommand() *cobra.Command {
@@ -227,7 +230,7 @@ func (m *Main) serve(ctx context.Context, cfg serveConfig, newFence bool) error 
 	if err != nil {
 		return &usageError{err}
 	}
-	srv := newHTTPServer(tr.handler(handler, route), log)
+	srv := newHTTPServer(tr.handler(handler, route), cfg.MaxWait, log)
 	if certs != nil {
 		srv.TLSConfig = certs.serverConfig()
 	}
@@ -391,6 +394,7 @@ func (m *Main) handler(ctx context.Context, cfg serveConfig, n *node.Node, reg *
 	hc.Gatherer = reg
 	hc.Logger = log
 	hc.Ready = n.Ready
+	hc.MaxWait = cfg.MaxWait
 	api, err := sphttp.NewServer(n.Ledger(), hc)
 	if err != nil {
 		return nil, nil, ts, fmt.Errorf("http server: %w", err)
@@ -437,13 +441,15 @@ func (m *Main) handler(ctx context.Context, cfg serveConfig, n *node.Node, reg *
 	return handler, route, ts, nil
 }
 
-// newHTTPServer returns the server's http.Server over handler.
-func newHTTPServer(handler http.Handler, log *slog.Logger) *http.Server {
+// newHTTPServer returns the server's http.Server over handler. Its write
+// timeout leaves a claim that waits maxWait (max_wait) time to be answered:
+// it is writeTimeout, or maxWait and writeWaitMargin when longer.
+func newHTTPServer(handler http.Handler, maxWait time.Duration, log *slog.Logger) *http.Server {
 	return &http.Server{
 		Handler:           handler,
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       readTimeout,
-		WriteTimeout:      writeTimeout,
+		WriteTimeout:      max(writeTimeout, maxWait+writeWaitMargin),
 		IdleTimeout:       idleTimeout,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		// Requests run on a context of their own: cancelling ctx starts the
@@ -466,6 +472,9 @@ func shutdown(ctx context.Context, cfg serveConfig, n *node.Node, srv *http.Serv
 		runErr = fmt.Errorf("http server: %w", err)
 	}
 	n.Drain()
+	// Waiting claims answer in_progress now rather than hold the shutdown
+	// up for their whole wait.
+	n.Ledger().StopWaiting()
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
