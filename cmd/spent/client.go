@@ -130,6 +130,7 @@ func (m *Main) claimCommand() *cobra.Command {
 		rf                 resultFlags
 		fingerprint, place string
 		expiresAt          string
+		wait               time.Duration
 	)
 	c := &cobra.Command{
 		Use:   "claim [flags] KEY...",
@@ -144,9 +145,15 @@ one batch request.
 
 --result takes text and stores its bytes as they are, as the HTTP API's
 result_text member does ("--result paid" stores paid; it is never read as
-base64); --result-file takes any bytes.`,
+base64); --result-file takes any bytes.
+
+--wait makes a claim that finds its key pending wait, up to that long (and the
+server's max_wait), for the pending claim to end: it then prints what a repeat
+prints (replayed, refused), or fresh when the key was released; in_progress
+when the wait ran out. One key only.`,
 		Example: `  spent claim order-1 --result '{"status":"paid"}'
   spent claim ticket-42 -n tickets --place gate-3
+  spent claim order-1 --wait 10s
   spent claim order-2 --fingerprint $(sha256sum req.json | cut -c1-64)`,
 		Args: minArgs(1, "KEY"),
 		RunE: func(c *cobra.Command, keys []string) error {
@@ -160,6 +167,9 @@ base64); --result-file takes any bytes.`,
 					return usagef("--fingerprint: want %d hex digits (a SHA-256)", 2*spent.FingerprintLen)
 				}
 			}
+			if wait < 0 || (wait > 0 && len(keys) > 1) {
+				return usagef("--wait %v: want a positive duration, and one key (a batch never waits)", wait)
+			}
 			var exp time.Time
 			if expiresAt != "" {
 				if exp, err = parseExpiresAt(expiresAt, time.Now()); err != nil {
@@ -168,10 +178,11 @@ base64); --result-file takes any bytes.`,
 			}
 			claims := make([]spent.Claim, len(keys))
 			for i, k := range keys {
-				claims[i] = spent.Claim{Namespace: cf.namespace, Key: k, Fingerprint: fp, Place: place, Result: result, ExpiresAt: exp}
+				claims[i] = spent.Claim{Namespace: cf.namespace, Key: k, Fingerprint: fp, Place: place, Result: result, ExpiresAt: exp, Wait: wait}
 			}
 			m.run = func(ctx context.Context) error {
-				ctx, cancel := context.WithTimeout(ctx, cf.timeout)
+				// --timeout bounds the call beyond the wait.
+				ctx, cancel := context.WithTimeout(ctx, wait+cf.timeout)
 				defer cancel()
 				res, err := claimAll(ctx, m.service(&cf), claims)
 				if err != nil {
@@ -192,6 +203,7 @@ base64); --result-file takes any bytes.`,
 	f.StringVar(&fingerprint, "fingerprint", "", "SHA-256 of the canonical request bytes, in `hex`")
 	f.StringVar(&place, "place", "", "who is claiming: a gate, a node, a relay (`name`)")
 	f.StringVar(&expiresAt, "expires-at", "", "forget the key at this `time` (RFC 3339, or a duration from now) instead of after the namespace's retention")
+	f.DurationVar(&wait, "wait", 0, "when the key is pending, wait up to this `duration` for its claim to end (one key only)")
 	return c
 }
 

@@ -161,6 +161,31 @@ scopes = ["admin"]
 		contains(t, "claim after complete", MustRun(t, e, "claim", "two-1"), "two-1: replayed", `"done"`)
 	})
 
+	t.Run("WaitForThePendingClaim", func(t *testing.T) {
+		// Without --wait a repeat of a pending key is in_progress; with it,
+		// the claim waits and prints the completed record.
+		out := MustRun(t, e, "claim", "wait-1")
+		seq := regexp.MustCompile(`--seq (\d+:\d+)`).FindStringSubmatch(out)
+		if seq == nil {
+			t.Fatalf("fresh two-step claim does not print its seq:\n%s", out)
+		}
+		done := make(chan string, 1)
+		go func() {
+			time.Sleep(500 * time.Millisecond)
+			done <- Run(t, e, "complete", "wait-1", "--seq", seq[1], "--result", "done").Stderr
+		}()
+		l := parseOne(t, MustRun(t, e, "claim", "--json", "--wait", "20s", "wait-1"))
+		if stderr := <-done; stderr != "" {
+			t.Fatalf("complete: %s", stderr)
+		}
+		if l.Outcome != "replayed" || l.Result == nil || *l.Result != b64("done") {
+			t.Fatalf("claim --wait of a pending key completed meanwhile: got %+v, want replayed with its result", l)
+		}
+		if r := Run(t, e, "claim", "--wait", "1s", "wait-2", "wait-3"); r.Code != 2 || !strings.Contains(r.Stderr, "one key") {
+			t.Fatalf("--wait with two keys: exit %d, stderr %q; want a usage error", r.Code, r.Stderr)
+		}
+	})
+
 	t.Run("ReleaseForgetsTheKey", func(t *testing.T) {
 		MustRun(t, e, "claim", "rel-1")
 		contains(t, "release", MustRun(t, e, "release", "rel-1"), "rel-1: released")
