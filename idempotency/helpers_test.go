@@ -178,6 +178,9 @@ func (a *app) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	a.effects.Add(1)
 	switch do {
+	case "block-after":
+		a.entered <- struct{}{}
+		<-a.block
 	case "fail-after":
 		http.Error(w, "failed after the effect", http.StatusInternalServerError)
 		return

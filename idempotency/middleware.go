@@ -487,6 +487,16 @@ func (m *Middleware) run(w http.ResponseWriter, r *http.Request, next http.Handl
 		// The marker first: once it is complete the answer is durable, and
 		// a retry that finds the key free again replays it from there.
 		if err := m.complete(ctx, m.o.AppliedNamespace, st.info.LedgerKey, st.markerSeq, enc); err != nil {
+			switch spent.ErrorCode(err) {
+			case spent.ENotFound, spent.ESeqMismatch, spent.ENotPending:
+				// The handler ran past its lease and the marker, an unknown
+				// outcome by then, was settled by the resolver or an
+				// operator: their verdict stands, and a retry gets it.
+				m.log.Warn("idempotency: the outcome was settled (by the resolver or an operator) while the handler ran past its lease; this answer is dropped and a retry gets the settled one",
+					"namespace", m.o.AppliedNamespace, "key", st.info.Key, "seq", st.markerSeq.String(), "err", err)
+				m.inProgress(w, m.o.RetryAfter)
+				return
+			}
 			m.log.Error("idempotency: storing an applied answer failed; the outcome is unknown and held for an operator",
 				"namespace", m.o.AppliedNamespace, "key", st.info.Key, "seq", st.markerSeq.String(), "err", err)
 			if spent.ErrorCode(err) == spent.EUnavailable {

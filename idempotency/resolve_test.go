@@ -97,6 +97,48 @@ func TestResolve(t *testing.T) {
 		}
 	})
 
+	// A handler that runs past its lease after Applied is an unknown
+	// outcome to the resolver. If the resolver settles it first, the
+	// handler's late answer is dropped with a 409 in_progress (never a
+	// 500 claiming the outcome is held), and the retry gets the verdict.
+	t.Run("ALateHandlerYieldsToTheVerdict", func(t *testing.T) {
+		settled := []byte("{\"settled\":true}\n")
+		for name, v := range map[string]spent.Verdict{"Applied": spent.Applied, "NotApplied": spent.NotApplied} {
+			t.Run(name, func(t *testing.T) {
+				e := newEnv(t, func(o *idempotency.Options) {
+					o.Resolve = func(context.Context, idempotency.UnknownOutcome) (idempotency.Resolution, error) {
+						return idempotency.Resolution{Verdict: v, Status: http.StatusOK, Body: settled}, nil
+					}
+				})
+				late := make(chan answer, 1)
+				go func() { late <- send(t, e.srv.URL, req{key: "k", body: `{"n":1}`, do: "block-after"}) }()
+				<-e.app.entered
+				e.clock.Advance(testLease)
+				rr, err := e.mw.ResolveRunner(spent.ResolveOptions{Now: e.clock.Now})
+				if err != nil {
+					t.Fatal(err)
+				}
+				p := pass(t, rr)
+				if (v == spent.Applied && p.Completed != 1) || (v == spent.NotApplied && p.Released != 1) {
+					t.Fatalf("pass: got %+v, want the marker settled %v", p, v)
+				}
+				close(e.app.block)
+				want{status: 409, code: idempotency.CodeInProgress}.check(t, "the late handler's answer", <-late)
+				a := e.send(req{key: "k", body: `{"n":1}`})
+				switch v {
+				case spent.Applied:
+					if a.status != http.StatusOK || !bytes.Equal(a.body, settled) || !a.replayed() {
+						t.Fatalf("retry: got %d %q, want the resolver's answer replayed", a.status, a.body)
+					}
+				default:
+					if a.status != http.StatusCreated || a.replayed() {
+						t.Fatalf("retry: got %d %q, want a fresh 201", a.status, a.body)
+					}
+				}
+			})
+		}
+	})
+
 	t.Run("CannotTellLeavesItForTheOperator", func(t *testing.T) {
 		e, rr := unknownEnv(t, func(context.Context, idempotency.UnknownOutcome) (idempotency.Resolution, error) {
 			return idempotency.Resolution{}, nil
