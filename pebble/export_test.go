@@ -120,3 +120,19 @@ func (s *Store) CountKeys(prefix string) (int, error) {
 // Flush flushes the memtable to a table, so that the records written so far
 // leave the WAL.
 func (s *Store) Flush() error { return s.db.Flush() }
+
+// SetSeqIndex turns the index by seq on or off for stores opened from then
+// on, so that the benchmarks can compare a claim's cost with and without
+// it; a store opened without it is an older store, whose index Open builds
+// when it is on again.
+func SetSeqIndex(on bool) { noSeqIndex.Store(!on) }
+
+// SetSeqIterStats sets the function each ListSeq gives its iterator's
+// stats (nil: none).
+func SetSeqIterStats(f func(pdb.IteratorStats)) {
+	if f == nil {
+		seqIterStats.Store(nil)
+		return
+	}
+	seqIterStats.Store(&f)
+}
