@@ -59,4 +59,3 @@ func (s *Store) ListSeq(ctx context.Context, q spent.SeqQuery) ([]spent.SeqRecor
 	}
 	return out, nil
 }
-
