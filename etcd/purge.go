@@ -16,8 +16,8 @@ const purgePage = 256
 // and its pending-index key ("" for a complete record).
 type purgeTarget struct {
 	key, pending, seq string
-	rev          int64
-	hash         spent.Hash
+	rev               int64
+	hash              spent.Hash
 }
 
 // Purge implements [spent.Store]. It reads the record keys with their values
