@@ -116,10 +116,7 @@ func (s *Store) purgeTargets(ctx context.Context, namespace string, targets []pu
 		var ops []clientv3.Op
 		n := 0
 		for _, t := range targets {
-			k := 1
-			if t.pending != "" {
-				k = 2
-			}
+			k := len(t.deletes())
 			if len(ops)+k > s.opts.MaxTxnOps {
 				break
 			}
