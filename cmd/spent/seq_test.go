@@ -3,6 +3,7 @@ package main_test
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 )
@@ -90,6 +91,56 @@ scopes = ["admin"]
 		t.Run(tc.name, func(t *testing.T) {
 			if r := Run(t, tc.e, tc.args...); r.Code != tc.code {
 				t.Fatalf("spent %s: got exit %d (stderr %q), want %d", strings.Join(tc.args, " "), r.Code, r.Stderr, tc.code)
+			}
+		})
+	}
+}
+
+// TestSeqCommandsOfTheDocs runs every spent seq command of docs/operations.md
+// ("Introspection by seq") as written, against a server whose node is 7.
+func TestSeqCommandsOfTheDocs(t *testing.T) {
+	b, err := os.ReadFile("../../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	start := strings.Index(doc, "## Introspection by seq\n")
+	if start < 0 {
+		t.Fatal(`docs/operations.md has no "## Introspection by seq" section`)
+	}
+	section := doc[start+3:]
+	section = section[:strings.Index(section, "\n## ")]
+	var cmds [][]string
+	for _, l := range strings.Split(section, "\n") {
+		if !strings.HasPrefix(l, "spent seq ") {
+			continue
+		}
+		l, _, _ = strings.Cut(l, "  #")
+		cmds = append(cmds, strings.Fields(l)[1:])
+	}
+	if len(cmds) < 3 {
+		t.Fatalf("got %d spent seq commands in the section, want at least 3", len(cmds))
+	}
+	cfg := WriteConfig(t, `
+node = 7
+
+[namespaces.default]
+
+[[tokens]]
+token = "admin-token-0123456789"
+scopes = ["admin"]
+`)
+	s := MustServe(t, t.TempDir(), nil, nil, "--config", cfg)
+	admin := env{"SPENT_ADDR": s.Addr, "SPENT_TOKEN": "admin-token-0123456789"}
+	for i := range 5 {
+		MustRun(t, admin, "claim", fmt.Sprint("doc-", i), "--result", "ok")
+	}
+	for _, args := range cmds {
+		t.Run(strings.Join(args[1:], " "), func(t *testing.T) {
+			out := MustRun(t, admin, args...)
+			// --json prints nothing when nothing is in range.
+			if !strings.Contains(out, "7:") && !strings.Contains(out, "no records of node 7") && out != "" {
+				t.Fatalf("spent %s: got\n%s\nwant records of node 7, or none", strings.Join(args, " "), out)
 			}
 		})
 	}
