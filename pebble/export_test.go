@@ -1,6 +1,7 @@
 package pebble
 
 import (
+	"context"
 	pdb "github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/spentledger/spent"
@@ -135,4 +136,16 @@ func SetSeqIterStats(f func(pdb.IteratorStats)) {
 		return
 	}
 	seqIterStats.Store(&f)
+}
+
+// CompactedSize flushes the memtable, compacts every key into tables and
+// returns the bytes of the store's tables (its live data, without the WAL).
+func (s *Store) CompactedSize() (uint64, error) {
+	if err := s.db.Flush(); err != nil {
+		return 0, err
+	}
+	if err := s.db.Compact(context.Background(), []byte{0}, []byte{0xff}, false); err != nil {
+		return 0, err
+	}
+	return uint64(s.db.Metrics().Total().TablesSize), nil
 }

@@ -302,3 +302,39 @@ func BenchmarkSeqLast(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSeqIndexSize reports what the index by seq adds to the store's
+// tables, per record: the same records (one-step ticket-gate claims) with
+// the index and without it, compacted.
+func BenchmarkSeqIndexSize(b *testing.B) {
+	const n = 200_000
+	for _, on := range []bool{false, true} {
+		b.Run(map[bool]string{false: "NoIndex", true: "Index"}[on], func(b *testing.B) {
+			pebble.SetSeqIndex(on)
+			defer pebble.SetSeqIndex(true)
+			var size uint64
+			for b.Loop() {
+				s, err := pebble.Open(b.TempDir(), pebble.DefaultOptions())
+				if err != nil {
+					b.Fatal(err)
+				}
+				rng := rand.New(rand.NewPCG(1, 2))
+				ops := make([]spent.ClaimOp, 0, spent.MaxBatch)
+				for i := 1; i <= n; i++ {
+					ops = append(ops, benchOp(rng, uint64(i)))
+					if len(ops) == cap(ops) {
+						if _, err := s.ClaimBatch(context.Background(), ops); err != nil {
+							b.Fatal(err)
+						}
+						ops = ops[:0]
+					}
+				}
+				if size, err = s.CompactedSize(); err != nil {
+					b.Fatal(err)
+				}
+				s.Close()
+			}
+			b.ReportMetric(float64(size)/n, "table-B/record")
+		})
+	}
+}

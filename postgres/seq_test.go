@@ -77,3 +77,42 @@ WHERE n.nspname = $1 AND pg_get_indexdef(x.indexrelid) LIKE '%(seq_node, seq_cou
 		t.Fatalf("listed record: got %d result bytes and length %d, want none and %d", len(recs[0].Result), recs[0].ResultLen, len("result of s119"))
 	}
 }
+
+// BenchmarkSeqIndexSize reports the bytes the index by seq takes per record
+// (the partitions' seq indexes, summed) beside the records' own table
+// bytes, after 100,000 one-step claims:
+//
+//	go test ./postgres -run '^$' -bench SeqIndexSize -benchtime 1x
+func BenchmarkSeqIndexSize(b *testing.B) {
+	const n = 100_000
+	dsn := pgtest.DSN(b)
+	ctx := context.Background()
+	var idx, table float64
+	for b.Loop() {
+		s := MustOpen(b, testOptions(b, dsn, freshSchema(b, dsn)))
+		ops := make([]spent.ClaimOp, 0, 5000)
+		for i := range n {
+			ops = append(ops, completeOp(fmt.Sprint("size ", i), uint64(i+1), t0))
+			if len(ops) == cap(ops) {
+				if _, err := s.ClaimBatch(ctx, ops); err != nil {
+					b.Fatal(err)
+				}
+				ops = ops[:0]
+			}
+		}
+		if _, err := s.Pool().Exec(ctx, "VACUUM ANALYZE "+pgx.Identifier{s.Schema(), "records"}.Sanitize()); err != nil {
+			b.Fatal(err)
+		}
+		if err := s.Pool().QueryRow(ctx, `SELECT
+	(SELECT coalesce(sum(pg_relation_size(x.indexrelid)), 0)::float8
+		FROM pg_index x JOIN pg_class c ON c.oid = x.indrelid JOIN pg_namespace ns ON ns.oid = c.relnamespace
+		WHERE ns.nspname = $1 AND c.relkind = 'r' AND pg_get_indexdef(x.indexrelid) LIKE '%(seq_node, seq_counter)'),
+	(SELECT coalesce(sum(pg_relation_size(c.oid)), 0)::float8
+		FROM pg_class c JOIN pg_namespace ns ON ns.oid = c.relnamespace
+		WHERE ns.nspname = $1 AND c.relkind = 'r' AND c.relname LIKE 'records%')`, s.Schema()).Scan(&idx, &table); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(idx/n, "seq-index-B/record")
+	b.ReportMetric(table/n, "table-B/record")
+}
