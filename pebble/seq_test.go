@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"net/http/httptest"
 	"os"
 	"strconv"
 	"strings"
@@ -14,6 +15,7 @@ import (
 
 	pdb "github.com/cockroachdb/pebble/v2"
 	"github.com/spentledger/spent"
+	sphttp "github.com/spentledger/spent/http"
 	"github.com/spentledger/spent/pebble"
 )
 
@@ -270,10 +272,11 @@ func seqBenchSizes(b *testing.B) []int {
 	return out
 }
 
-// BenchmarkSeqLast measures "the last 10,000 records of node 1" through the
-// ledger, as spent seq --node 1 --last 10000 asks it, over stores of
-// growing size: from an index, the time per call does not grow with the
-// store.
+// BenchmarkSeqLast measures "the last 10,000 records of node 1", as spent
+// seq --node 1 --last 10000 asks it, over stores of growing size: through
+// the ledger (Ledger), and through the HTTP server and its Go client, the
+// path of spent seq (HTTP). From an index, the time per call does not grow
+// with the store.
 func BenchmarkSeqLast(b *testing.B) {
 	for _, n := range seqBenchSizes(b) {
 		b.Run(fmt.Sprintf("records=%d", n), func(b *testing.B) {
@@ -287,54 +290,34 @@ func BenchmarkSeqLast(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			ctx := context.Background()
-			b.ResetTimer()
-			for b.Loop() {
-				a, err := l.Seq(ctx, spent.SeqRequest{Node: 1, Last: 10_000})
-				if err != nil {
-					b.Fatal(err)
-				}
-				if len(a.Records) != 10_000 || a.Records[9_999].Seq.Counter != uint64(n) {
-					b.Fatalf("got %d records, want the last 10000 (up to 1:%d)", len(a.Records), n)
-				}
+			srv, err := sphttp.NewServer(l, sphttp.DefaultConfig())
+			if err != nil {
+				b.Fatal(err)
 			}
-			b.ReportMetric(float64(n), "records-stored")
-		})
-	}
-}
-
-// BenchmarkSeqIndexSize reports what the index by seq adds to the store's
-// tables, per record: the same records (one-step ticket-gate claims) with
-// the index and without it, compacted.
-func BenchmarkSeqIndexSize(b *testing.B) {
-	const n = 200_000
-	for _, on := range []bool{false, true} {
-		b.Run(map[bool]string{false: "NoIndex", true: "Index"}[on], func(b *testing.B) {
-			pebble.SetSeqIndex(on)
-			defer pebble.SetSeqIndex(true)
-			var size uint64
-			for b.Loop() {
-				s, err := pebble.Open(b.TempDir(), pebble.DefaultOptions())
-				if err != nil {
-					b.Fatal(err)
-				}
-				rng := rand.New(rand.NewPCG(1, 2))
-				ops := make([]spent.ClaimOp, 0, spent.MaxBatch)
-				for i := 1; i <= n; i++ {
-					ops = append(ops, benchOp(rng, uint64(i)))
-					if len(ops) == cap(ops) {
-						if _, err := s.ClaimBatch(context.Background(), ops); err != nil {
+			ts := httptest.NewServer(srv)
+			b.Cleanup(ts.Close)
+			client := sphttp.NewClient(ts.URL, sphttp.ClientConfig{})
+			ctx := context.Background()
+			for _, via := range []struct {
+				name string
+				seq  func(spent.SeqRequest) (spent.SeqAnswer, error)
+			}{
+				{"Ledger", func(r spent.SeqRequest) (spent.SeqAnswer, error) { return l.Seq(ctx, r) }},
+				{"HTTP", func(r spent.SeqRequest) (spent.SeqAnswer, error) { return client.Seq(ctx, r) }},
+			} {
+				b.Run(via.name, func(b *testing.B) {
+					for b.Loop() {
+						a, err := via.seq(spent.SeqRequest{Node: 1, Last: 10_000})
+						if err != nil {
 							b.Fatal(err)
 						}
-						ops = ops[:0]
+						if len(a.Records) != 10_000 || a.Records[9_999].Seq.Counter != uint64(n) {
+							b.Fatalf("got %d records, want the last 10000 (up to 1:%d)", len(a.Records), n)
+						}
 					}
-				}
-				if size, err = s.CompactedSize(); err != nil {
-					b.Fatal(err)
-				}
-				s.Close()
+					b.ReportMetric(float64(n), "records-stored")
+				})
 			}
-			b.ReportMetric(float64(size)/n, "table-B/record")
 		})
 	}
 }
