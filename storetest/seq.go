@@ -160,12 +160,14 @@ func testSeq(t *testing.T, h Harness) {
 		lease := epoch.Add(testLease)
 		// 1: released. 2: complete, stays. 3: pending, retaken by 3003.
 		// 4: expires early and is claimed again by 4004. 5: completed.
+		// 6: pending, retaken by another node.
 		rel := pendingRecord(nsEchoRetake, 1, lease, exp)
 		keep := completeRecord(nsEchoRetake, 2, exp)
 		taken := pendingRecord(nsEchoRetake, 3, lease, exp)
 		short := completeRecord(nsEchoRetake, 4, epoch.Add(2*testLease))
 		done := pendingRecord(nsEchoRetake, 5, lease, exp)
-		for _, r := range []spent.Record{rel, keep, taken, short, done} {
+		elsewhere := pendingRecord(nsEchoRetake, 6, lease, exp)
+		for _, r := range []spent.Record{rel, keep, taken, short, done, elsewhere} {
 			put(t, s, r, epoch)
 		}
 		wantErr(t, "Release", s.Release(ctx, rel.Hash, rel.Seq, epoch), nil)
@@ -181,6 +183,14 @@ func testSeq(t *testing.T, h Harness) {
 		again := completeRecord(nsEchoRetake, 4, exp)
 		again.Seq.Counter = 4004
 		put(t, s, again, short.ExpiresAt)
+		other := pendingRecord(nsEchoRetake, 6, lease.Add(testLease), exp)
+		other.Seq = spent.Seq{Node: seqNodeB, Counter: 6006}
+		res, err = s.Claim(ctx, spent.ClaimOp{Record: other, Now: lease, Retake: true})
+		wantErr(t, "Claim (retake by another node)", err, nil)
+		if !res.Inserted {
+			t.Fatalf("retake by another node at the end of the lease: got not inserted, want inserted")
+		}
+		wantSeqs(t, "ListSeq of the other node", listSeq(t, s, seqQuery(seqNodeB, short.ExpiresAt)), []spent.Seq{other.Seq})
 
 		at := short.ExpiresAt
 		recs := listSeq(t, s, seqQuery(storeNode, at))
