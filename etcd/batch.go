@@ -16,11 +16,12 @@ import (
 const batchParallel = 4
 
 // maxNestedOps is the most operations in a branch of one claim's nested
-// transaction (put the record, put its pending entry, delete the entry of
-// the record it replaces). etcd counts a nested transaction's operations
-// against what its parent leaves of --max-txn-ops, so a transaction holds
-// MaxTxnOps - maxNestedOps claims at most: 125 by default.
-const maxNestedOps = 3
+// transaction (put the record, its pending entry and its seq entry, delete
+// the pending and seq entries of the record it replaces). etcd counts a
+// nested transaction's operations against what its parent leaves of
+// --max-txn-ops, so a transaction holds MaxTxnOps - maxNestedOps claims at
+// most: 123 by default.
+const maxNestedOps = 5
 
 // batchKey is one key of a ClaimBatch: its unanswered ops, in order, and
 // what the batch knows of the key's stored record.
@@ -38,12 +39,12 @@ type batchKey struct {
 // ClaimBatch implements [spent.Store] in rounds. A round sends, for each key
 // that still has ops, its next op as a nested transaction (If the key was
 // never created, or still has the ModRevision last read, Then put, Else
-// get), many keys per transaction: up to MaxTxnOps-3 of them (etcd counts
+// get), many keys per transaction: up to MaxTxnOps-5 of them (etcd counts
 // the nested operations too) and MaxTxnBytes of records, several
 // transactions at once. Between rounds, the ops of a
 // key whose stored record is live (and not retakable) are answered from it
 // without a write. A batch of distinct fresh keys thus takes one round trip
-// per 125 keys by default; a key that appears k times takes at most k rounds, so
+// per 123 keys by default; a key that appears k times takes at most k rounds, so
 // each op sees the ops before it. A malformed op rejects the batch before
 // anything is written. On error, some ops may have been written.
 func (s *Store) ClaimBatch(ctx context.Context, ops []spent.ClaimOp) ([]spent.ClaimAnswer, error) {

@@ -20,19 +20,21 @@ import (
 //	P p/ hex(namespace) / lease seq.node seq.ctr hash → "" (pending index)
 //	P c/ hash                                   → counter (see appendCounter)
 //	P s/ node                                   → last reserved counter, decimal
+//	P q/ seq.node / seq.ctr                     → hash, 16 bytes (index by seq)
 //	P l/ bucket end                             → lease ID of the bucket, hex
 //	P m/format                                  → format version, decimal
 //
 // Hashes are 32 hex digits, the node 8, the counter 16, instants 24 (see
 // putTime) and bucket ends 16 (Unix seconds). A record and its pending
-// index entry are attached to the same lease, and written and deleted in the
-// same transaction.
+// and seq index entries are attached to the same lease, and written and
+// deleted in the same transaction.
 const (
 	nsRecord  = "r/"
 	nsPending = "p/"
 	nsCounter = "c/"
 	nsSeq     = "s/"
 	nsLease   = "l/"
+	nsSeqIdx  = "q/"
 	keyFormat = "m/format"
 
 	formatVersion  = "1"
@@ -58,6 +60,25 @@ func (k keys) format() string              { return k.prefix + keyFormat }
 
 func (k keys) seq(node uint32) string {
 	return k.prefix + nsSeq + fmt.Sprintf("%08x", node)
+}
+
+// seqIndex is the seq-index key of seq.
+func (k keys) seqIndex(seq spent.Seq) string {
+	return k.prefix + nsSeqIdx + fmt.Sprintf("%08x/%016x", seq.Node, seq.Counter)
+}
+
+// parseSeqIndex returns the seq a seq-index key names.
+func (k keys) parseSeqIndex(key string) (spent.Seq, error) {
+	rest, ok := strings.CutPrefix(key, k.prefix+nsSeqIdx)
+	if !ok || len(rest) != 8+1+16 || rest[8] != '/' {
+		return spent.Seq{}, fmt.Errorf("%w: seq index key %q", ErrCorrupt, key)
+	}
+	node, err1 := strconv.ParseUint(rest[:8], 16, 32)
+	ctr, err2 := strconv.ParseUint(rest[9:], 16, 64)
+	if err1 != nil || err2 != nil {
+		return spent.Seq{}, fmt.Errorf("%w: seq index key %q", ErrCorrupt, key)
+	}
+	return spent.Seq{Node: uint32(node), Counter: ctr}, nil
 }
 
 func (k keys) lease(end int64) string {

@@ -18,8 +18,9 @@
 //
 // Every key lives under Options.Prefix: records under r/ (keyed by the hex
 // of the key's hash), an index of pending records under p/ (by namespace,
-// then lease end, then seq), counters under c/, each node's last reserved
-// seq under s/, and the lease of each expiry bucket under l/. Records are
+// then lease end, then seq), an index by seq under q/ (by node, then
+// counter), counters under c/, each node's last reserved seq under s/, and
+// the lease of each expiry bucket under l/. Records are
 // encoded in a compact binary form with a version byte; m/format holds the
 // layout's version, checked by Open.
 //

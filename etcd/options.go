@@ -93,7 +93,7 @@ func DefaultOptions() Options {
 // Limits on options.
 const (
 	// minTxnOps leaves room for one claim's nested transaction.
-	minTxnOps = 4
+	minTxnOps = maxNestedOps + 1
 	// minTxnBytes is far below any useful request size.
 	minTxnBytes = 4 << 10
 )

@@ -15,14 +15,14 @@ const purgePage = 256
 // purgeTarget is a record to delete: its key, the revision it was read at,
 // and its pending-index key ("" for a complete record).
 type purgeTarget struct {
-	key, pending string
-	rev          int64
-	hash         spent.Hash
+	key, pending, seq string
+	rev               int64
+	hash              spent.Hash
 }
 
 // Purge implements [spent.Store]. It reads the record keys with their values
 // in pages of 256, in key order, decodes every record, and deletes those of
-// namespace, with their pending-index entries, in transactions of up to
+// namespace, with their pending-index and seq-index entries, in transactions of up to
 // MaxTxnOps operations, each If the record's ModRevision is still the one
 // read (a record changed since is read again and deleted if it still belongs
 // to namespace). Leases are untouched: a lease whose keys are all gone
@@ -99,7 +99,7 @@ func (s *Store) Purge(ctx context.Context, namespace string, limit int) (int, er
 }
 
 func (s *Store) purgeTarget(rec *spent.Record, rev int64) purgeTarget {
-	t := purgeTarget{key: s.keys.record(rec.Hash), rev: rev, hash: rec.Hash}
+	t := purgeTarget{key: s.keys.record(rec.Hash), rev: rev, hash: rec.Hash, seq: s.keys.seqIndex(rec.Seq)}
 	if rec.State == spent.StatePending {
 		t.pending = s.keys.pending(rec)
 	}
@@ -116,10 +116,7 @@ func (s *Store) purgeTargets(ctx context.Context, namespace string, targets []pu
 		var ops []clientv3.Op
 		n := 0
 		for _, t := range targets {
-			k := 1
-			if t.pending != "" {
-				k = 2
-			}
+			k := len(t.deletes())
 			if len(ops)+k > s.opts.MaxTxnOps {
 				break
 			}
@@ -151,7 +148,7 @@ func (s *Store) purgeTargets(ctx context.Context, namespace string, targets []pu
 }
 
 func (t *purgeTarget) deletes() []clientv3.Op {
-	ops := []clientv3.Op{clientv3.OpDelete(t.key)}
+	ops := []clientv3.Op{clientv3.OpDelete(t.key), clientv3.OpDelete(t.seq)}
 	if t.pending != "" {
 		ops = append(ops, clientv3.OpDelete(t.pending))
 	}

@@ -37,7 +37,10 @@ type Store struct {
 	purgeAt   purgecursor.Cursor[string] // the last record key a Purge looked at (purge.go)
 }
 
-var _ spent.Store = (*Store)(nil)
+var (
+	_ spent.Store     = (*Store)(nil)
+	_ spent.SeqLister = (*Store)(nil)
+)
 
 // maxAttempts bounds the optimistic retries of one operation on one key: a
 // retry happens only when another writer changed the key between the read
@@ -218,13 +221,19 @@ func (s *Store) fail(op string, err error) error {
 // writeOps returns the operations that write rec (attached to lease) over
 // old, the record it replaces, if any.
 func (s *Store) writeOps(rk string, val []byte, rec *spent.Record, lease clientv3.LeaseID, old *spent.Record) []clientv3.Op {
-	ops := make([]clientv3.Op, 0, 3)
-	ops = append(ops, clientv3.OpPut(rk, string(val), clientv3.WithLease(lease)))
+	ops := make([]clientv3.Op, 0, maxNestedOps)
+	ops = append(ops, clientv3.OpPut(rk, string(val), clientv3.WithLease(lease)),
+		clientv3.OpPut(s.keys.seqIndex(rec.Seq), string(rec.Hash[:]), clientv3.WithLease(lease)))
 	if rec.State == spent.StatePending {
 		ops = append(ops, clientv3.OpPut(s.keys.pending(rec), "", clientv3.WithLease(lease)))
 	}
-	if old != nil && old.State == spent.StatePending {
-		ops = append(ops, clientv3.OpDelete(s.keys.pending(old)))
+	if old != nil {
+		if old.State == spent.StatePending {
+			ops = append(ops, clientv3.OpDelete(s.keys.pending(old)))
+		}
+		if old.Seq != rec.Seq {
+			ops = append(ops, clientv3.OpDelete(s.keys.seqIndex(old.Seq)))
+		}
 	}
 	return ops
 }
@@ -386,7 +395,7 @@ func (s *Store) Complete(ctx context.Context, key spent.Hash, seq spent.Seq, res
 }
 
 // Release implements [spent.Store] as Complete does, deleting the record and
-// its pending-index entry, under the same ruling.
+// its pending-index and seq-index entries, under the same ruling.
 func (s *Store) Release(ctx context.Context, key spent.Hash, seq spent.Seq, now time.Time) error {
 	ctx, cancel, err := s.begin(ctx)
 	if err != nil {
@@ -401,7 +410,7 @@ func (s *Store) Release(ctx context.Context, key spent.Hash, seq spent.Seq, now 
 		rk := s.keys.record(key)
 		resp, err := s.cli.Txn(ctx).
 			If(clientv3.Compare(clientv3.ModRevision(rk), "=", rev)).
-			Then(clientv3.OpDelete(rk), clientv3.OpDelete(s.keys.pending(&rec))).
+			Then(clientv3.OpDelete(rk), clientv3.OpDelete(s.keys.pending(&rec)), clientv3.OpDelete(s.keys.seqIndex(rec.Seq))).
 			Commit()
 		if err != nil {
 			return s.fail("release", err)

@@ -105,8 +105,9 @@ func TestOneLeasePerBucket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The records, the pending entry and the key that publishes the lease.
-	if got, want := len(ttl.Keys), len(ops)+3; got != want {
+	// The records with their seq-index entries, the pending entry and the
+	// key that publishes the lease.
+	if got, want := len(ttl.Keys), 2*(len(ops)+1)+2; got != want {
 		t.Fatalf("keys attached to the bucket's lease: got %d, want %d", got, want)
 	}
 	// It runs at least to the bucket's end, and not much beyond.

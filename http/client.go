@@ -51,7 +51,7 @@ type ClientConfig struct {
 type Client struct {
 	hc   *http.Client
 	auth []string
-	urls [routeUnknown + 1]string
+	urls [routeSeq + 1]string
 	bufs sync.Pool // *answerBuf, for reading answers
 }
 

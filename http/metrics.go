@@ -42,6 +42,7 @@ var routes = [...]string{
 	routeRelease:  "/v1/release",
 	routeGet:      "/v1/get",
 	routeUnknown:  "/v1/unknown",
+	routeSeq:      "/v1/seq",
 	routeHealthz:  "/healthz",
 	routeReadyz:   "/readyz",
 	routeMetrics:  "/metrics",
@@ -58,6 +59,7 @@ const (
 	routeRelease
 	routeGet
 	routeUnknown
+	routeSeq
 	routeHealthz
 	routeReadyz
 	routeMetrics
@@ -68,14 +70,14 @@ const (
 
 // endpoint names the route in the endpoint label ("claim", "get", ...).
 func (r route) endpoint() string {
-	if r <= routeUnknown || r == routeOpenAPI {
+	if r <= routeSeq || r == routeOpenAPI {
 		return routes[r][len("/v1/"):]
 	}
 	return routes[r][1:]
 }
 
 // statuses the server answers with; their counters are made up front.
-var statuses = [...]int{200, 400, 401, 403, 404, 405, 409, 413, 500, 503}
+var statuses = [...]int{200, 400, 401, 403, 404, 405, 409, 413, 500, 501, 503}
 
 var outcomes = [...]spent.Outcome{spent.Fresh, spent.Replayed, spent.InProgress, spent.Refused, spent.Mismatch}
 
@@ -189,7 +191,7 @@ func newMetrics(reg prometheus.Registerer, namespaces []string) (*metrics, error
 			m.reqByStatus[r][i] = requests.WithLabelValues(routes[r], strconv.Itoa(st))
 		}
 	}
-	for _, r := range []route{routeClaim, routeClaims, routeComplete, routeRelease, routeGet, routeUnknown, routeReadyz} {
+	for _, r := range []route{routeClaim, routeClaims, routeComplete, routeRelease, routeGet, routeUnknown, routeSeq, routeReadyz} {
 		storeErrors.WithLabelValues(r.endpoint())
 	}
 	return m, nil

@@ -30,6 +30,7 @@ var codes = map[string]struct {
 	spent.ETooLarge:         {http.StatusRequestEntityTooLarge, "Too large"},
 	spent.EUnavailable:      {http.StatusServiceUnavailable, "Unavailable"},
 	spent.EHostNotAllowed:   {http.StatusMisdirectedRequest, "Host not allowed"},
+	spent.ENoSeqIndex:       {http.StatusNotImplemented, "No index by seq"},
 	spent.EInternal:         {http.StatusInternalServerError, "Internal error"},
 }
 

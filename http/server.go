@@ -222,6 +222,8 @@ func routeOf(path string) route {
 		return routeGet
 	case "/v1/unknown":
 		return routeUnknown
+	case "/v1/seq":
+		return routeSeq
 	case "/healthz":
 		return routeHealthz
 	case "/readyz":
@@ -353,6 +355,8 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, x *exchange, rt rou
 		return s.end(w, r, x, g, rt)
 	case routeGet:
 		return s.get(w, r, x, g)
+	case routeSeq:
+		return s.seq(w, r, x, g)
 	default:
 		return s.unknown(w, r, x, g)
 	}

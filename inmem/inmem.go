@@ -8,11 +8,13 @@
 // # Guarantees
 //
 // Every operation is atomic under one mutex; DeleteExpired and Purge scan the
-// whole map (acceptable for tests only).
+// whole map, and ListSeq sorts the index entries of the node it lists
+// (acceptable for tests only).
 package inmem
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -21,7 +23,7 @@ import (
 
 // Faults injects failures. Each hook is called with the operation name
 // ("claim", "claim_batch", "complete", "release", "get", "list_pending",
-// "delete_expired", "purge", "reserve_seq", "count"); a non-nil error is returned to the caller.
+// "delete_expired", "purge", "reserve_seq", "count", "list_seq"); a non-nil error is returned to the caller.
 // Before runs before the operation (nothing is written), After runs after it
 // (the write happened: an ambiguous failure).
 type Faults struct {
@@ -32,6 +34,7 @@ type Faults struct {
 type data struct {
 	mu      sync.Mutex
 	recs    map[spent.Hash]spent.Record
+	bySeq   map[uint32]map[uint64]spent.Hash // the index by seq: node, counter
 	seqs    map[uint32]uint64
 	counts  map[spent.Hash]spent.CountAnswer
 	faults  Faults
@@ -45,11 +48,14 @@ type Store struct {
 	version int
 }
 
-var _ spent.Store = (*Store)(nil)
+var (
+	_ spent.Store     = (*Store)(nil)
+	_ spent.SeqLister = (*Store)(nil)
+)
 
 // New returns an empty store.
 func New() *Store {
-	return &Store{d: &data{recs: map[spent.Hash]spent.Record{}, seqs: map[uint32]uint64{},
+	return &Store{d: &data{recs: map[spent.Hash]spent.Record{}, seqs: map[uint32]uint64{}, bySeq: map[uint32]map[uint64]spent.Hash{},
 		counts: map[spent.Hash]spent.CountAnswer{}}}
 }
 
@@ -113,8 +119,12 @@ func (s *Store) claim(op spent.ClaimOp) (spent.ClaimAnswer, error) {
 		res := spent.LimitResult(spent.ClaimAnswer{Record: r}, op.ResultLimit)
 		return spent.ClaimAnswer{Record: res.Record.Clone(), ResultOmitted: res.ResultOmitted, ResultLen: res.ResultLen}, nil
 	}
+	if r, ok := s.d.recs[op.Record.Hash]; ok {
+		s.d.unindex(r.Seq)
+	}
 	rec := op.Record.Clone()
 	s.d.recs[rec.Hash] = rec
+	s.d.index(rec.Seq, rec.Hash)
 	return spent.ClaimAnswer{Inserted: true, Record: rec.Clone()}, nil
 }
 
@@ -186,9 +196,11 @@ func (s *Store) Release(ctx context.Context, key spent.Hash, seq spent.Seq, now 
 		return err
 	}
 	defer s.d.mu.Unlock()
-	if _, _, err := s.end(key, now, spent.Ending{Seq: seq, Release: true}); err != nil {
+	r, _, err := s.end(key, now, spent.Ending{Seq: seq, Release: true})
+	if err != nil {
 		return err
 	}
+	s.d.unindex(r.Seq)
 	delete(s.d.recs, key)
 	return s.after("release")
 }
@@ -235,6 +247,7 @@ func (s *Store) DeleteExpired(ctx context.Context, now time.Time, limit int) (in
 			break
 		}
 		if !r.LiveAt(now) {
+			s.d.unindex(r.Seq)
 			delete(s.d.recs, k)
 			n++
 		}
@@ -263,11 +276,73 @@ func (s *Store) Purge(ctx context.Context, namespace string, limit int) (int, er
 			break
 		}
 		if r.Namespace == namespace {
+			s.d.unindex(r.Seq)
 			delete(s.d.recs, k)
 			n++
 		}
 	}
 	return n, s.after("purge")
+}
+
+// index adds the index entry of the record of h written with seq; the
+// caller holds the mutex.
+func (d *data) index(seq spent.Seq, h spent.Hash) {
+	m := d.bySeq[seq.Node]
+	if m == nil {
+		m = map[uint64]spent.Hash{}
+		d.bySeq[seq.Node] = m
+	}
+	m[seq.Counter] = h
+}
+
+// unindex removes the index entry of seq; the caller holds the mutex.
+func (d *data) unindex(seq spent.Seq) {
+	if m := d.bySeq[seq.Node]; m != nil {
+		delete(m, seq.Counter)
+	}
+}
+
+// SeqLen returns the number of entries in the index by seq. For tests.
+func (s *Store) SeqLen() int {
+	s.d.mu.Lock()
+	defer s.d.mu.Unlock()
+	n := 0
+	for _, m := range s.d.bySeq {
+		n += len(m)
+	}
+	return n
+}
+
+// ListSeq implements [spent.SeqLister]. It sorts the index entries of the
+// node in the range: tests only.
+func (s *Store) ListSeq(ctx context.Context, q spent.SeqQuery) ([]spent.SeqRecord, error) {
+	if err := s.lock(ctx, "list_seq"); err != nil {
+		return nil, err
+	}
+	defer s.d.mu.Unlock()
+	var ctrs []uint64
+	for c := range s.d.bySeq[q.Node] {
+		if c >= q.From && c <= q.To {
+			ctrs = append(ctrs, c)
+		}
+	}
+	slices.Sort(ctrs)
+	if q.Descending {
+		slices.Reverse(ctrs)
+	}
+	out := []spent.SeqRecord{}
+	for _, c := range ctrs {
+		if len(out) >= q.Limit {
+			break
+		}
+		want := spent.Seq{Node: q.Node, Counter: c}
+		r, ok := s.d.recs[s.d.bySeq[q.Node][c]]
+		if !ok || !spent.SeqIndexWanted(&q, &r, want) {
+			continue
+		}
+		out = append(out, spent.NewSeqRecord(r.Clone()))
+	}
+	return out, s.after("list_seq")
 }
 
 // ReserveSeq implements [spent.Store].

@@ -16,6 +16,7 @@ import (
 //	r/ hash                                 → encoded record
 //	x/ expires_at hash                      → empty (expiry index)
 //	p/ lease_until seq.node seq.ctr hash    → namespace (pending index)
+//	s/ seq.node seq.ctr                     → hash (index by seq, seqindex.go)
 //	c/ hash                                 → counter: expires_at, value (uint64)
 //	y/ expires_at hash                      → empty (counter expiry index)
 //	m/format                                → format version (one byte)
@@ -26,6 +27,7 @@ import (
 //	m/seq/ node                             → last reserved counter (uint64)
 //	m/rounds                                → number of the last round that wrote (uint64, see witness.go)
 //	m/witnessed                             → present once the store keeps a witness
+//	m/seq-index                             → present once the index by seq is complete
 //
 // Instants in keys are [timeLen] bytes that sort like the instants they
 // encode (see putTime), so both indexes are ordered by time and walked from

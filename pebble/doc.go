@@ -51,10 +51,11 @@
 // fills up is replaced by a larger one built from a snapshot of the record
 // keys in the background (filterbuild.go).
 //
-// Two indexes in the same keyspace keep the maintenance cheap: records in
+// Three indexes in the same keyspace keep the maintenance cheap: records in
 // expiry order, which [Store.DeleteExpired] walks from its start (so a sweep
-// costs what it removes, at any size), and pending records in lease order,
-// which [Store.ListPending] walks. Seq reservations live in a meta key.
+// costs what it removes, at any size), pending records in lease order,
+// which [Store.ListPending] walks, and records by seq (node, counter), which
+// [Store.ListSeq] walks (seqindex.go). Seq reservations live in a meta key.
 // Records are encoded in a compact binary form with a version byte.
 //
 // # Guarantees

@@ -1,6 +1,7 @@
 package pebble
 
 import (
+	"context"
 	pdb "github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/spentledger/spent"
@@ -120,3 +121,31 @@ func (s *Store) CountKeys(prefix string) (int, error) {
 // Flush flushes the memtable to a table, so that the records written so far
 // leave the WAL.
 func (s *Store) Flush() error { return s.db.Flush() }
+
+// SetSeqIndex turns the index by seq on or off for stores opened from then
+// on, so that the benchmarks can compare a claim's cost with and without
+// it; a store opened without it is an older store, whose index Open builds
+// when it is on again.
+func SetSeqIndex(on bool) { noSeqIndex.Store(!on) }
+
+// SetSeqIterStats sets the function each ListSeq gives its iterator's
+// stats (nil: none).
+func SetSeqIterStats(f func(pdb.IteratorStats)) {
+	if f == nil {
+		seqIterStats.Store(nil)
+		return
+	}
+	seqIterStats.Store(&f)
+}
+
+// CompactedSize flushes the memtable, compacts every key into tables and
+// returns the bytes of the store's tables (its live data, without the WAL).
+func (s *Store) CompactedSize() (uint64, error) {
+	if err := s.db.Flush(); err != nil {
+		return 0, err
+	}
+	if err := s.db.Compact(context.Background(), []byte{0}, []byte{0xff}, false); err != nil {
+		return 0, err
+	}
+	return uint64(s.db.Metrics().Total().TablesSize), nil
+}

@@ -253,6 +253,9 @@ func (s *Store) init() error {
 			return fmt.Errorf("%w: format version %x, want %d", ErrCorrupt, v, formatVersion)
 		}
 	}
+	if err := s.initSeqIndex(created); err != nil {
+		return err
+	}
 	s.sweepFrom = append(s.sweepFrom[:0], prefixExpiry...)
 	if s.filter == nil {
 		if err := s.initFilter(created); err != nil {

@@ -92,6 +92,8 @@ func (s *Store) put(rd *round, rec *spent.Record, withExpiry bool) {
 	s.vbuf = appendRecord(s.vbuf[:0], rec)
 	rd.set(s.kbuf, s.vbuf)
 	if withExpiry {
+		// A new record: its index entries (a completion keeps them).
+		s.indexSeq(rd, rec)
 		s.kbuf = appendExpiryKey(s.kbuf[:0], rec.ExpiresAt, h)
 		rd.set(s.kbuf, nil)
 		if bytes.Compare(s.kbuf, s.sweepFrom) < 0 {
@@ -107,6 +109,7 @@ func (s *Store) put(rd *round, rec *spent.Record, withExpiry bool) {
 
 // unindex deletes the index entries of the stored record cur.
 func (s *Store) unindex(rd *round, cur *spent.Record) {
+	s.unindexSeq(rd, cur)
 	s.kbuf = appendExpiryKey(s.kbuf[:0], cur.ExpiresAt, &cur.Hash)
 	rd.del(s.kbuf)
 	if cur.State == spent.StatePending {
@@ -115,7 +118,8 @@ func (s *Store) unindex(rd *round, cur *spent.Record) {
 	}
 }
 
-// remove deletes the stored record cur with its pending-index entry, and
+// remove deletes the stored record cur with its seq-index and pending-index
+// entries, and
 // its expiry-index entry unless withExpiry is false (a sweep drops those with
 // one range deletion); the filter forgets the key once the round applies
 // (engine invariant 7).
@@ -124,7 +128,10 @@ func (s *Store) remove(rd *round, cur *spent.Record, withExpiry bool) {
 	rd.del(s.kbuf)
 	if withExpiry {
 		s.unindex(rd, cur)
-	} else if cur.State == spent.StatePending {
+	} else {
+		s.unindexSeq(rd, cur)
+	}
+	if !withExpiry && cur.State == spent.StatePending {
 		s.kbuf = appendPendingKey(s.kbuf[:0], cur.LeaseUntil, cur.Seq, &cur.Hash)
 		rd.del(s.kbuf)
 	}

@@ -84,7 +84,10 @@ type Store struct {
 	}
 }
 
-var _ spent.Store = (*Store)(nil)
+var (
+	_ spent.Store     = (*Store)(nil)
+	_ spent.SeqLister = (*Store)(nil)
+)
 
 // formatMajorVersion is pebble's on-disk format, pinned (the newest of
 // pebble v2.1.7) so that upgrading the module never ratchets a directory to a

@@ -64,7 +64,8 @@
 // holds microseconds only), so the expiry boundary is exact to the
 // nanosecond; the store accepts times from 1678 to 2262. Every read treats
 // a row with expires_at <= now as absent, swept or not. Pending records are
-// listed through partial indexes in lease order.
+// listed through partial indexes in lease order, and [Store.ListSeq] walks an
+// index on (seq_node, seq_counter) of every partition (migration 3).
 //
 // # Guarantees
 //

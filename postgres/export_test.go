@@ -32,7 +32,7 @@ func (s *Store) MakePartitions(ctx context.Context, ts ...time.Time) error {
 }
 
 // SQL returns the store's statement of the given name: "deleteExpired",
-// "listPending", "listPendingAll" or "purge".
+// "listPending", "listPendingAll", "listSeq", "listSeqDesc" or "purge".
 func (s *Store) SQL(name string) string {
 	switch name {
 	case "purge":
@@ -43,6 +43,10 @@ func (s *Store) SQL(name string) string {
 		return s.q.listPending
 	case "listPendingAll":
 		return s.q.listPendingAll
+	case "listSeq":
+		return s.q.listSeq
+	case "listSeqDesc":
+		return s.q.listSeqDesc
 	}
 	panic("postgres: no statement " + name)
 }

@@ -198,7 +198,8 @@ func (s *Store) table(name string) string { return pgx.Identifier{s.opts.Schema,
 // PARTITION alone takes a lighter lock that lets claims go on, but then, on
 // PostgreSQL 15, a claim run right after the attach committed now and then
 // still found no partition for its row, in the tests with 100 concurrent
-// claims. Keep the indexes in step with those of records (migrations/0002).
+// claims. Keep the indexes in step with those of records (migrations/0002,
+// 0003).
 func (s *Store) createPartition(ctx context.Context, q querier, p partition) error {
 	t := s.table(p.name)
 	ident := func(suffix string) string { return pgx.Identifier{p.name + suffix}.Sanitize() }
@@ -208,6 +209,7 @@ func (s *Store) createPartition(ctx context.Context, q querier, p partition) err
 		"CREATE INDEX " + ident("_expires_at") + " ON " + t + " (expires_at)",
 		"CREATE INDEX " + ident("_pending_ns") + " ON " + t + " (namespace, lease_until, seq_node, seq_counter) WHERE state = 1",
 		"CREATE INDEX " + ident("_pending") + " ON " + t + " (lease_until, seq_node, seq_counter) WHERE state = 1",
+		"CREATE INDEX " + ident("_seq") + " ON " + t + " (seq_node, seq_counter)",
 		"LOCK TABLE " + s.table("records") + " IN ACCESS EXCLUSIVE MODE",
 		"ALTER TABLE " + s.table("records") + " ATTACH PARTITION " + t + " FOR VALUES " + p.bound(),
 	} {

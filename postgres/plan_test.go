@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"regexp"
 	"strconv"
 	"strings"
@@ -18,7 +19,7 @@ import (
 var actualRows = regexp.MustCompile(`actual time=[0-9.]+\.\.[0-9.]+ rows=([0-9]+)`)
 
 // TestPlansUseIndexes checks, with EXPLAIN on a table of 20,000 records, that
-// the sweep and the listing of pending records walk their indexes instead of
+// the sweep, the listing of pending records and the listing by seq walk their indexes instead of
 // reading the table: their cost is what they return, not what the store
 // holds. A statement of Purge walks the primary key one page at a time.
 func TestPlansUseIndexes(t *testing.T) {
@@ -68,6 +69,10 @@ func TestPlansUseIndexes(t *testing.T) {
 		{"DeleteExpired", s.SQL("deleteExpired"), []any{now, int64(100)}, "expires_at", 100},
 		{"ListPendingOfANamespace", s.SQL("listPending"), []any{[]byte("pay"), now, 100}, "pending_ns", 0},
 		{"ListPendingOfAll", s.SQL("listPendingAll"), []any{now, 100}, "pending", 0},
+		// The last 100 of node 1 read 100 rows of the index by seq (per
+		// partition, at most), not the 20,000 records.
+		{"ListSeqLast", s.SQL("listSeqDesc"), []any{int64(1), int64(0), int64(math.MaxInt64), now - int64(time.Hour), 100}, "seq", 100},
+		{"ListSeqRange", s.SQL("listSeq"), []any{int64(1), int64(5000), int64(9000), now - int64(time.Hour), 100}, "seq", 100},
 		// A page of Purge walks 1,000 rows of the primary key, whatever
 		// the namespace holds.
 		{"Purge", s.SQL("purge"), []any{[]byte("pay"), postgres.KeyMin, postgres.KeyMax, int64(100), int64(1000)}, "pkey", 1000},
@@ -89,7 +94,7 @@ func TestPlansUseIndexes(t *testing.T) {
 			}
 			plan := strings.Join(lines, "\n") + "\n"
 			// Each partition has its own indexes, named after it.
-			index := regexp.MustCompile(`Index (Only )?Scan using records_[0-9a-z]+_` + tc.index + ` `)
+			index := regexp.MustCompile(`Index (Only )?Scan (Backward )?using records_[0-9a-z]+_` + tc.index + ` `)
 			if !index.MatchString(plan) {
 				t.Fatalf("plan:\n%s\nwant an index scan of a partition's %s index", plan, tc.index)
 			}

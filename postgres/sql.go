@@ -16,12 +16,18 @@ const limitedCols = "key, namespace, raw_key, first_seen, place, fingerprint, st
 	"CASE WHEN {lim}::bigint > 0 AND octet_length(result) > {lim}::bigint THEN NULL ELSE result END, " +
 	"expires_at, lease_until, seq_node, seq_counter, octet_length(result)::bigint"
 
+// seqCols are recordCols without the result (NULL), then the result's
+// length (NULL for none).
+const seqCols = "key, namespace, raw_key, first_seen, place, fingerprint, state, NULL::bytea, " +
+	"expires_at, lease_until, seq_node, seq_counter, octet_length(result)::bigint"
+
 // queries are the statements of one store, with its schema's table names
 // filled in. Each is prepared once per connection (pgx's statement cache).
 type queries struct {
 	claim, lockKey, lockKeys                          string
 	get, getAny, getAnyLimit, complete, release       string
 	listPending, listPendingAll, deleteExpired, purge string
+	listSeq, listSeqDesc                              string
 	reserveSeq, count, getCounter, durabilitySettings string
 }
 
@@ -108,6 +114,16 @@ WHERE key = $1 AND expires_at > $2 AND NOT EXISTS (SELECT 1 FROM del)`),
 		listPending: r.Replace(`SELECT {cols} FROM {records}
 WHERE state = 1 AND namespace = $1 AND lease_until <= $2 AND expires_at > $2
 ORDER BY lease_until, seq_node, seq_counter LIMIT $3`),
+		// Both walk the index by seq of each partition, merged (Merge
+		// Append), reading the records they return and those in range that
+		// expired but are not swept yet. The result is left on the server:
+		// only its length comes back.
+		listSeq: r.Replace(`SELECT ` + seqCols + ` FROM {records}
+WHERE seq_node = $1 AND seq_counter BETWEEN $2 AND $3 AND expires_at > $4
+ORDER BY seq_counter LIMIT $5`),
+		listSeqDesc: r.Replace(`SELECT ` + seqCols + ` FROM {records}
+WHERE seq_node = $1 AND seq_counter BETWEEN $2 AND $3 AND expires_at > $4
+ORDER BY seq_counter DESC LIMIT $5`),
 		listPendingAll: r.Replace(`SELECT {cols} FROM {records}
 WHERE state = 1 AND lease_until <= $1 AND expires_at > $1
 ORDER BY lease_until, seq_node, seq_counter LIMIT $2`),

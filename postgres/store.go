@@ -69,7 +69,10 @@ type Store struct {
 	watches []func() // the stops of WatchEnds's listeners (ends.go)
 }
 
-var _ spent.Store = (*Store)(nil)
+var (
+	_ spent.Store     = (*Store)(nil)
+	_ spent.SeqLister = (*Store)(nil)
+)
 
 // Open connects to the server, checks that it makes commits durable (see
 // [ErrNonDurable] and Options.AllowNonDurable), creates or migrates the

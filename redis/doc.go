@@ -42,6 +42,9 @@
 // own pending index (a sorted set by lease), which the claim, complete and
 // release scripts of that tag keep, so every script touches one slot.
 // [Store.ListPending] walks the 256 indexes in one pipeline and merges them.
+// Each tag also keeps, per node, an index by seq (a sorted set by counter),
+// written by the claim scripts; [Store.ListSeq] asks the 256 of a node and
+// merges them (seq.go).
 // [Store.ClaimBatch] sends its calls in one pipeline (in a cluster, one
 // per primary, in parallel). The single calls of concurrent callers are
 // autopipelined ([Options.AutoPipeline]): sent together on one connection

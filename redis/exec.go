@@ -18,6 +18,7 @@ type call struct {
 	keys  []string
 	args  []any // the script's arguments, or the whole plain command
 	noGet bool  // a claim's SET NX without GET (see Store.claimFast)
+	fast  bool  // a claim's fast path (see Store.claimFast)
 	cmd   *goredis.Cmd
 }
 

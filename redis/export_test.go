@@ -24,3 +24,6 @@ func DecodeRecord(h spent.Hash, v []byte) (spent.Record, error) { return decodeR
 
 // CeilMilli returns t in Unix milliseconds, rounded up.
 var CeilMilli = ceilMilli
+
+// SeqIndexKey returns the key of the seq index of node that holds h.
+func (s *Store) SeqIndexKey(h spent.Hash, node uint32) string { return s.ks.seqIndexKey(h[0], node) }

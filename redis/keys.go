@@ -18,7 +18,11 @@ import (
 //	                     Store.DeleteExpired goes on looking for entries of
 //	                     records that the engine has forgotten
 //	P{T}:c:<hash hex>    counter: value, expires_at; PXAT its expiry
+//	P{T}:q:<node>        seq index: sorted set of the hashes of the records
+//	                     of node under tag T, scored by seq counter
+//	P{T}:u:<node>        trim cursor of the seq index (as P{T}:t)
 //	P{seq}:s:<node>      last seq counter reserved for node (INCRBY)
+//	P{seq}:n             the nodes that reserved seqs (a set)
 //	P{seq}:format        the layout version, written by the first Open
 //
 // and one pub/sub channel, which is no key:
@@ -82,7 +86,10 @@ type keyspace struct {
 	counter [numTags]string // P{T}:c:
 	pending [numTags]string // P{T}:p
 	trim    [numTags]string // P{T}:t
+	seqIdx  [numTags]string // P{T}:q:
+	seqTrim [numTags]string // P{T}:u:
 	seq     string          // P{seq}:s:
+	nodes   string          // P{seq}:n
 	format  string          // P{seq}:format
 	ends    string          // Pends, the channel of ends
 }
@@ -92,6 +99,7 @@ func newKeyspace(prefix string) *keyspace {
 		prefix: prefix,
 		seq:    prefix + "{" + seqTag + "}:s:",
 		format: prefix + "{" + seqTag + "}:format",
+		nodes:  prefix + "{" + seqTag + "}:n",
 		ends:   prefix + "ends",
 	}
 	for i, t := range tags() {
@@ -100,6 +108,8 @@ func newKeyspace(prefix string) *keyspace {
 		ks.counter[i] = base + "c:"
 		ks.pending[i] = base + "p"
 		ks.trim[i] = base + "t"
+		ks.seqIdx[i] = base + "q:"
+		ks.seqTrim[i] = base + "u:"
 	}
 	return ks
 }
@@ -114,4 +124,14 @@ func (ks *keyspace) counterKey(h *spent.Hash) string { return ks.counter[h[0]] +
 
 func (ks *keyspace) seqKey(node uint32) string {
 	return ks.seq + strconv.FormatUint(uint64(node), 10)
+}
+
+// seqIndexKey returns the seq index of node under tag t.
+func (ks *keyspace) seqIndexKey(t byte, node uint32) string {
+	return ks.seqIdx[t] + strconv.FormatUint(uint64(node), 10)
+}
+
+// seqTrimKey returns the trim cursor of the seq index of node under tag t.
+func (ks *keyspace) seqTrimKey(t int, node uint32) string {
+	return ks.seqTrim[t] + strconv.FormatUint(uint64(node), 10)
 }

@@ -133,7 +133,7 @@ func (s *Store) purgeKeys(ctx context.Context, namespace string, keys []string, 
 		}
 		m := member(&r.Hash)
 		rk := s.ks.recordKey(&r.Hash, m)
-		dels = append(dels, newCall(rk, scriptPurge, []string{rk, s.ks.pending[r.Hash[0]]}, namespace, m))
+		dels = append(dels, newCall(rk, scriptPurge, []string{rk, s.ks.pending[r.Hash[0]]}, namespace, m, s.ks.seqIdx[r.Hash[0]]))
 	}
 	return s.purgeRun(ctx, dels, len(dels) == want)
 }

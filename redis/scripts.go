@@ -27,9 +27,10 @@ local function check(v)
 end
 `
 
-// claimLua: KEYS record, pending index; ARGV record, now sec, now nsec,
-// retake ("1" or "0"), expires_at ms (rounded up), lease_until ms, index
-// member, result limit ("0" for none). A live record whose result is longer
+// claimLua: KEYS record, pending index, seq index of the record's node;
+// ARGV record, now sec, now nsec, retake ("1" or "0"), expires_at ms
+// (rounded up), lease_until ms, index member, result limit ("0" for none),
+// seq counter. A write adds the record to the seq index in the same step. A live record whose result is longer
 // than the limit is returned as {the record without its result bytes, the
 // result's length}, so that the result never leaves the server.
 const claimLua = luaPrelude + `
@@ -54,6 +55,7 @@ if old then
   oldPending = st == 1
 end
 redis.call('SET', KEYS[1], ARGV[1], 'PXAT', ARGV[5])
+redis.call('ZADD', KEYS[3], ARGV[9], ARGV[7])
 if string.byte(ARGV[1], 2) == 1 then
   redis.call('ZADD', KEYS[2], ARGV[6], ARGV[7])
 elseif oldPending then
@@ -90,9 +92,9 @@ redis.call('PUBLISH', ARGV[7], ARGV[5])
 return {0, nv}
 `
 
-// releaseLua: KEYS record, pending index; ARGV seq, now sec, now nsec, index
-// member, the ends channel, on which a release publishes the member as a
-// completion does.
+// releaseLua: KEYS record, pending index, seq index of the seq's node;
+// ARGV seq, now sec, now nsec, index member, the ends channel, on which a
+// release publishes the member as a completion does.
 const releaseLua = luaPrelude + `
 local v = redis.call('GET', KEYS[1])
 if not v then return 1 end
@@ -104,6 +106,7 @@ if string.byte(v, 2) ~= 1 then return 2 end
 if string.sub(v, 27, 38) ~= ARGV[1] then return 3 end
 redis.call('DEL', KEYS[1])
 redis.call('ZREM', KEYS[2], ARGV[4])
+redis.call('ZREM', KEYS[3], ARGV[4])
 redis.call('PUBLISH', ARGV[5], ARGV[4])
 return 0
 `
@@ -133,9 +136,12 @@ end
 return {1, val, es, en}
 `
 
-// reserveLua: KEYS seq counter of a node; ARGV n. Returns the last counter
+// reserveLua: KEYS seq counter of a node, the set of nodes; ARGV n, node.
+// It adds the node to the set (the seq index trim goes through its nodes). Returns the last counter
 // of the block.
-const reserveLua = `return redis.call('INCRBY', KEYS[1], ARGV[1])`
+const reserveLua = `
+redis.call('SADD', KEYS[2], ARGV[2])
+return redis.call('INCRBY', KEYS[1], ARGV[1])`
 
 // pendingLua lists the pending records of one tag: KEYS pending index; ARGV
 // record key prefix, lease_until bound in ms (rounded
@@ -207,9 +213,12 @@ end
 return removed
 `
 
-// purgeLua: KEYS record, pending index; ARGV namespace, index member.
-// Deletes the record if it belongs to the namespace, live or expired, with
-// its pending-index entry, and returns 1; else returns 0.
+// purgeLua: KEYS record, pending index; ARGV namespace, index member, seq
+// index prefix of the tag (P{T}:q:). Deletes the record if it belongs to
+// the namespace, live or expired, with its pending-index and seq-index
+// entries, and returns 1; else returns 0. The seq index key is named by the
+// record's node, read here: it has the record's tag, so the script still
+// touches one slot.
 const purgeLua = luaPrelude + `
 local v = redis.call('GET', KEYS[1])
 if not v then return 0 end
@@ -218,7 +227,109 @@ if bad then return bad end
 if string.sub(v, 58, 57 + string.byte(v, 51)) ~= ARGV[1] then return 0 end
 redis.call('DEL', KEYS[1])
 redis.call('ZREM', KEYS[2], ARGV[2])
+redis.call('ZREM', ARGV[3] .. struct.unpack('>I4', v, 27), ARGV[2])
 return 1
+`
+
+// claimNewLua is the fast path of a one-step claim: KEYS record, seq index
+// of the record's node; ARGV record, expires_at ms (rounded up), index
+// member, seq counter, get ("1" to return the stored record, "0" not to).
+// It writes the record if no record is stored, with its seq index entry,
+// and returns nil; else it writes nothing and returns the stored record
+// (with get) or 0 (without: its result may be long).
+const claimNewLua = `
+local old
+if ARGV[5] == '1' then
+  old = redis.call('SET', KEYS[1], ARGV[1], 'NX', 'GET', 'PXAT', ARGV[2])
+else
+  old = redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PXAT', ARGV[2])
+  if old then old = false else old = 0 end
+end
+if not old then
+  redis.call('ZADD', KEYS[2], ARGV[4], ARGV[3])
+end
+return old
+`
+
+// seqLua lists one tag's records of one node by seq: KEYS seq index of the
+// node under the tag; ARGV record key prefix of the tag, from, to (scores,
+// both included), "1" for descending, limit, node (4 bytes, big-endian),
+// now sec, now nsec. It walks the index in score order and returns
+// {member, record without its result, result length, ...} for up to limit
+// live records whose seq is their entry's; the entries of records that are
+// gone or now carry another seq are removed on the way, those of expired
+// records (which the engine forgets soon) are skipped.
+const seqLua = luaPrelude + `
+local limit = tonumber(ARGV[5])
+local ns, nn = tonumber(ARGV[7]), tonumber(ARGV[8])
+local out, n, off = {}, 0, 0
+while n < limit do
+  local page
+  if ARGV[4] == '1' then
+    page = redis.call('ZRANGE', KEYS[1], ARGV[3], ARGV[2], 'BYSCORE', 'REV', 'WITHSCORES', 'LIMIT', off, 256)
+  else
+    page = redis.call('ZRANGE', KEYS[1], ARGV[2], ARGV[3], 'BYSCORE', 'WITHSCORES', 'LIMIT', off, 256)
+  end
+  if #page == 0 then return out end
+  local removed = 0
+  for i = 1, #page, 2 do
+    if n >= limit then return out end
+    local m, sc = page[i], page[i + 1]
+    local v = redis.call('GET', ARGV[1] .. m)
+    if not v or string.sub(v, 27, 38) ~= ARGV[6] .. struct.pack('>I4I4', math.floor(tonumber(sc) / 4294967296), tonumber(sc) % 4294967296) then
+      redis.call('ZREM', KEYS[1], m)
+      removed = removed + 1
+    else
+      local bad = check(v)
+      if bad then return bad end
+      local es, en = struct.unpack('>i8I4', v, 3)
+      if before(ns, nn, es, en) then
+        local rlen, head = 0, v
+        if bit.band(string.byte(v, 57), 1) == 1 then
+          local nl, rl, pl, fl = struct.unpack('>BI2I2B', v, 51)
+          local roff = 58 + nl + rl + pl + fl
+          rlen = #v - roff + 1
+          head = string.sub(v, 1, roff - 1)
+        end
+        out[#out + 1] = m
+        out[#out + 1] = head
+        out[#out + 1] = rlen
+        n = n + 1
+      end
+    end
+  end
+  off = off + #page / 2 - removed
+end
+return out
+`
+
+// seqTrimLua trims one tag's seq index of one node, as trimLua does the
+// pending index: KEYS seq index, trim cursor; ARGV record key prefix,
+// limit, node (4 bytes, big-endian). It removes the entries whose record
+// is gone or now carries another seq, and returns how many.
+const seqTrimLua = `
+local n = redis.call('ZCARD', KEYS[1])
+local start = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
+if start >= n then start = 0 end
+local limit = tonumber(ARGV[2])
+local ms = redis.call('ZRANGE', KEYS[1], start, start + limit - 1, 'WITHSCORES')
+local removed = 0
+for i = 1, #ms, 2 do
+  local m, sc = ms[i], ms[i + 1]
+  local v = redis.call('GET', ARGV[1] .. m)
+  if not v or string.sub(v, 27, 38) ~= ARGV[3] .. struct.pack('>I4I4', math.floor(tonumber(sc) / 4294967296), tonumber(sc) % 4294967296) then
+    redis.call('ZREM', KEYS[1], m)
+    removed = removed + 1
+  end
+end
+local next = start + #ms / 2 - removed
+if next >= n - removed then next = 0 end
+if next == 0 then
+  redis.call('DEL', KEYS[2])
+else
+  redis.call('SET', KEYS[2], next)
+end
+return removed
 `
 
 // formatLua: KEYS format key; ARGV layout. Writes the layout version into
@@ -252,6 +363,10 @@ var (
 	scriptTrim     = newScript("trim", trimLua)
 	scriptPurge    = newScript("purge", purgeLua)
 	scriptFormat   = newScript("format", formatLua)
+	scriptClaimNew = newScript("claim new", claimNewLua)
+	scriptSeq      = newScript("seq", seqLua)
+	scriptSeqTrim  = newScript("seq trim", seqTrimLua)
 
-	allScripts = []*script{scriptClaim, scriptComplete, scriptRelease, scriptCount, scriptReserve, scriptPending, scriptTrim, scriptPurge, scriptFormat}
+	allScripts = []*script{scriptClaim, scriptComplete, scriptRelease, scriptCount, scriptReserve, scriptPending, scriptTrim, scriptPurge, scriptFormat,
+		scriptClaimNew, scriptSeq, scriptSeqTrim}
 )

@@ -38,7 +38,10 @@ type Store struct {
 	watches []func() // the stops of WatchEnds's subscriptions (ends.go)
 }
 
-var _ spent.Store = (*Store)(nil)
+var (
+	_ spent.Store     = (*Store)(nil)
+	_ spent.SeqLister = (*Store)(nil)
+)
 
 // Errors of the store. Every other failure is a connection or server error,
 // wrapped; all leave the outcome of a write unknown.
@@ -262,39 +265,45 @@ func (s *Store) claimScript(op *spent.ClaimOp, blob []byte) *call {
 	if r.State == spent.StatePending {
 		lease = r.LeaseUntil.UnixMilli()
 	}
-	return newCall(key, scriptClaim, []string{key, s.ks.pending[r.Hash[0]]},
-		blob, sec, nsec, retake, ceilMilli(r.ExpiresAt), lease, m, max(0, op.ResultLimit))
+	return newCall(key, scriptClaim, []string{key, s.ks.pending[r.Hash[0]], s.ks.seqIndexKey(r.Hash[0], r.Seq.Node)},
+		blob, sec, nsec, retake, ceilMilli(r.ExpiresAt), lease, m, max(0, op.ResultLimit), r.Seq.Counter)
 }
 
-// claimFast returns the call of the fast path for a one-step claim: SET
-// key blob NX GET PXAT expiry, one atomic command that writes the record if
-// no record is stored (a complete record needs no pending index), and
-// otherwise returns the stored one. A stored record that is free by the
+// claimFast returns the call of the fast path for a one-step claim: a short
+// script (claimNewLua) around SET key blob NX GET PXAT expiry that writes
+// the record if no record is stored, with its seq index entry (a complete
+// record needs no pending index), and otherwise returns the stored one. A stored record that is free by the
 // ledger's clock is left for the claim script to replace. An op with a
 // ResultLimit sends SET without GET, which never returns the stored record
 // (its result may be long): when the key is taken, the claim script reads
 // the record instead, leaving a long result on the server.
 func (s *Store) claimFast(op *spent.ClaimOp, blob []byte) *call {
-	key := s.ks.recordKey(&op.Record.Hash, member(&op.Record.Hash))
+	r := &op.Record
+	m := member(&r.Hash)
+	key := s.ks.recordKey(&r.Hash, m)
+	get := "1"
 	if op.ResultLimit > 0 {
-		return &call{route: key, noGet: true, args: []any{"set", key, blob, "nx", "pxat", ceilMilli(op.Record.ExpiresAt)}}
+		get = "0"
 	}
-	return &call{route: key, args: []any{"set", key, blob, "nx", "get", "pxat", ceilMilli(op.Record.ExpiresAt)}}
+	c := newCall(key, scriptClaimNew, []string{key, s.ks.seqIndexKey(r.Hash[0], r.Seq.Node)},
+		blob, ceilMilli(r.ExpiresAt), m, r.Seq.Counter, get)
+	c.fast, c.noGet = true, op.ResultLimit > 0
+	return c
 }
 
 // claimResult turns the reply of a claim call into op's result. again
 // reports a fast call that found a record free at op.Now: only the claim
 // script may replace it.
 func claimResult(op *spent.ClaimOp, c *call) (res spent.ClaimAnswer, again bool, err error) {
-	fast := c.scr == nil
+	fast := c.fast
 	if c.noGet {
-		// SET NX without GET: OK when it wrote, nil when the key is
+		// SET NX without GET: nil when it wrote, 0 when the key is
 		// taken, by a record the claim script must read and judge.
 		if errors.Is(c.cmd.Err(), goredis.Nil) {
-			return spent.ClaimAnswer{}, true, nil
-		}
-		if v, ok := c.cmd.Val().(string); ok && v == "OK" {
 			return spent.ClaimAnswer{Inserted: true, Record: op.Record}, false, nil
+		}
+		if v, ok := c.cmd.Val().(int64); ok && v == 0 {
+			return spent.ClaimAnswer{}, true, nil
 		}
 		return spent.ClaimAnswer{}, false, fmt.Errorf("%w: claim answered %T %v", ErrCorrupt, c.cmd.Val(), c.cmd.Val())
 	}
@@ -524,7 +533,7 @@ func (s *Store) Release(ctx context.Context, key spent.Hash, seq spent.Seq, now 
 	m := member(&key)
 	rk := s.ks.recordKey(&key, m)
 	sec, nsec := timeArgs(now)
-	c := newCall(rk, scriptRelease, []string{rk, s.ks.pending[key[0]]},
+	c := newCall(rk, scriptRelease, []string{rk, s.ks.pending[key[0]], s.ks.seqIndexKey(key[0], seq.Node)},
 		seqBytes(seq), sec, nsec, m, s.ks.ends)
 	werr := s.exec(ctx, []*call{c}, true)
 	if werr != nil && !errors.Is(werr, ErrNotReplicated) {
@@ -615,9 +624,11 @@ func (s *Store) ListPending(ctx context.Context, namespace string, leaseBefore t
 // itself: each record and counter is written with PXAT at its expiry
 // (rounded up to the millisecond), so Redis removes it then, on its own
 // clock, and DeleteExpired has no records to remove: it returns 0. It does
-// trim the pending indexes: in each hash tag it looks at the next
-// min(limit, 128) entries, going round the index from call to call, and
-// removes those of records that Redis has forgotten. Call it now and then
+// trim the pending indexes and the seq indexes (of every node that
+// reserved seqs): in each hash tag it looks at the next min(limit, 128)
+// entries of each, going round the index from call to call, and removes
+// those of records that Redis has forgotten (or, in a seq index, that now
+// carry another seq). Call it now and then
 // (spent serve's sweeper does), or those entries accumulate. now is not
 // used: which records are gone is for the engine's clock to say.
 func (s *Store) DeleteExpired(ctx context.Context, now time.Time, limit int) (int, error) {
@@ -635,6 +646,9 @@ func (s *Store) DeleteExpired(ctx context.Context, now time.Time, limit int) (in
 	if err := s.exec(ctx, calls, false); err != nil {
 		return 0, s.fail("delete expired", err)
 	}
+	if _, err := s.trimSeq(ctx, perTag); err != nil {
+		return 0, s.fail("delete expired", err)
+	}
 	return 0, nil
 }
 
@@ -647,7 +661,7 @@ func (s *Store) ReserveSeq(ctx context.Context, node uint32, n uint64) (uint64, 
 		return 0, fmt.Errorf("redis: reserve seq: block of %d: must be 1 to %d", n, uint64(maxSeqBlock))
 	}
 	key := s.ks.seqKey(node)
-	c := newCall(key, scriptReserve, []string{key}, n)
+	c := newCall(key, scriptReserve, []string{key, s.ks.nodes}, n, node)
 	if err := s.exec(ctx, []*call{c}, true); err != nil {
 		return 0, s.fail("reserve seq", err)
 	}

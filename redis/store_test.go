@@ -412,6 +412,10 @@ func commonTests(t *testing.T, options func(dir string) redis.Options, admin gor
 		testPendingIndexTrimmed(t, open(t), func(k string) (int64, error) { return admin.ZCard(ctx, k).Result() })
 	})
 	t.Run("ConcurrentBatches", func(t *testing.T) { testConcurrentBatches(t, open(t)) })
+	t.Run("SeqOneTag", func(t *testing.T) { testSeqOneTag(t, open(t)) })
+	t.Run("SeqIndexTrimmed", func(t *testing.T) {
+		testSeqIndexTrimmed(t, open(t), func(k string) (int64, error) { return admin.ZCard(ctx, k).Result() })
+	})
 	t.Run("BatchOverStoredFreeRecords", func(t *testing.T) { testBatchOverStoredFreeRecords(t, open(t)) })
 	t.Run("TwoLedgersOneFresh", func(t *testing.T) { testTwoLedgers(t, options) })
 	t.Run("WithoutAutoPipeline", func(t *testing.T) {

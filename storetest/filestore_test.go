@@ -310,7 +310,7 @@ func (s *fileStore) Close() error {
 }
 
 func fileHarness(lossy bool) Harness {
-	return Harness{Open: func(tb testing.TB, dir string) spent.Store { return openFileStore(tb, dir, lossy) }}
+	return Harness{Open: func(tb testing.TB, dir string) spent.Store { return openFileStore(tb, dir, lossy) }, NoSeqIndex: true}
 }
 
 // TestFileStore runs the whole suite, crash test included, against a store

@@ -15,7 +15,8 @@
 // bytes, one fresh claim among many concurrent ones, linearizability of random
 // concurrent histories (checked with porcupine), durability across close and
 // reopen, the bounded counters of Store.Count, the forgetting of one
-// namespace by Store.Purge, and survival of kill -9 at random moments.
+// namespace by Store.Purge, the index by seq of [spent.SeqLister] and
+// [spent.Ledger.Seq] over it, and survival of kill -9 at random moments.
 // Store-level tests call the store directly for what the ledger does not
 // expose (DeleteExpired, Purge, ReserveSeq, ListPending ordering), and
 // check its Complete and Release against [EndCases], the table of rulings
@@ -82,6 +83,11 @@ type Harness struct {
 	// checks that a record written to expire a moment from now (real time) is
 	// physically gone soon after, even when read at an earlier instant.
 	NativeExpiry bool
+	// NoSeqIndex declares a test store that keeps no index by seq (it is
+	// no [spent.SeqLister]); the index tests are then reported as
+	// skipped. Every store of this module keeps the index and must never
+	// set it.
+	NoSeqIndex bool
 }
 
 // Run runs the whole suite. It must be called from the top of a test (or
@@ -111,6 +117,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("ResultLimit", func(t *testing.T) { testResultLimit(t, h) })
 	t.Run("Count", func(t *testing.T) { testCount(t, h) })
 	t.Run("Purge", func(t *testing.T) { testPurge(t, h) })
+	t.Run("Seq", func(t *testing.T) { testSeq(t, h) })
 	t.Run("Crash", func(t *testing.T) { testCrash(t, h, runName) })
 }
 

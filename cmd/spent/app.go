@@ -46,6 +46,7 @@ var exitCodes = map[string]int{
 	spent.EForbidden:        12,
 	spent.EUnavailable:      13,
 	spent.EExpiryTooLong:    14,
+	spent.ENoSeqIndex:       15,
 }
 
 // ExitCode returns the exit status for err: ExitOK for nil, ExitUsage for a
@@ -238,6 +239,7 @@ store; the other commands talk to a running server.`,
 		m.releaseCommand(),
 		m.getCommand(),
 		m.unknownCommand(),
+		m.seqCommand(),
 		m.benchCommand(),
 		m.sizeCommand(),
 		newTokenCmd(),

@@ -54,6 +54,11 @@
 //   - unknown list: list unknown outcomes, with an admin token.
 //   - unknown resolve HASH (--complete [--result S] | --release): resolve
 //     one, with an admin token.
+//   - seq --node N (--last N | --around C [--limit L] | --from A [--to B]
+//     [--limit L]): list the records a node wrote, by seq, from the
+//     stores' index (at most 10,000 a call, without results or raw keys),
+//     with an admin token; see "Introspection by seq" in
+//     docs/operations.md.
 //   - bench [--embedded | --addr URL] [--concurrency N] [--duration D]
 //     [--batch N] [--keys N] [--repeat R] [--rate R] [--json]: generate
 //     claim load and report claims/s, latency percentiles and outcome counts;
@@ -97,8 +102,8 @@
 // status: 1 internal, 3 invalid, 4 unknown_namespace, 5 key_too_long,
 // 6 too_large, 7 not_found, 8 not_pending, 9 seq_mismatch, 10 lease_expired,
 // 11 unauthorized, 12 forbidden, 13 unavailable (retryable; a server that
-// cannot be reached counts as unavailable), 14 expiry_too_long. The message
-// on stderr names the code.
+// cannot be reached counts as unavailable), 14 expiry_too_long,
+// 15 no_seq_index. The message on stderr names the code.
 //
 // # Guarantees
 //

@@ -387,6 +387,9 @@ var unprovoked = map[string]bool{
 	"LedgerProblem internal":      true,
 	"PrivacyPassProblem internal": true,
 	"EcashProblem internal":       true,
+	// Every store of spent serve keeps the index by seq; package http's
+	// tests provoke it with a store that keeps none.
+	"LedgerProblem no_seq_index": true,
 }
 
 // TestOpenAPIExchanges sends requests of every kind to running servers
@@ -530,6 +533,22 @@ func ledgerExchanges(t *testing.T, c *checker, addr string) {
 	c.want(200, "")
 	post("/v1/unknown", admin, `{}`, true)
 	c.want(200, "")
+
+	// Introspection by seq.
+	post("/v1/seq", admin, `{"node":1,"last":3}`, true)
+	if recs := jsonOf(t, c.want(200, ""))["records"].([]any); len(recs) != 3 {
+		t.Fatalf("seq, last 3: %v, want 3 records", recs)
+	}
+	post("/v1/seq", admin, `{"node":1,"around":2,"limit":4}`, true)
+	c.want(200, "")
+	post("/v1/seq", admin, `{"node":1,"from":1,"to":2}`, true)
+	c.want(200, "")
+	post("/v1/seq", admin, `{"node":1,"last":3,"around":2}`, true)
+	c.want(400, "invalid")
+	post("/v1/seq", admin, `{"node":1,"last":10001}`, false)
+	c.want(400, "invalid")
+	post("/v1/seq", claim, `{"node":1,"last":3}`, true)
+	c.want(403, "forbidden")
 
 	// Errors of the ledger.
 	post("/v1/get", claim, `{"namespace":"payments","key":"never"}`, true)
