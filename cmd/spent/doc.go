@@ -54,6 +54,10 @@
 //   - unknown list: list unknown outcomes, with an admin token.
 //   - unknown resolve HASH (--complete [--result S] | --release): resolve
 //     one, with an admin token.
+//   - audit PATH... [--json] [--namespace NS --key KEY | --hash HEX]: merge
+//     the acceptance audit logs of all nodes and list every key accepted
+//     fresh twice, with both seqs, nodes and times; or print the events of
+//     one key (which node processed it). Reads files, not a server.
 //   - bench [--embedded | --addr URL] [--concurrency N] [--duration D]
 //     [--batch N] [--keys N] [--repeat R] [--rate R] [--json]: generate
 //     claim load and report claims/s, latency percentiles and outcome counts;
@@ -99,6 +103,11 @@
 // 11 unauthorized, 12 forbidden, 13 unavailable (retryable; a server that
 // cannot be reached counts as unavailable), 14 expiry_too_long. The message
 // on stderr names the code.
+//
+// spent audit has statuses of its own: 0 no double found (or the key's
+// events printed), 1 doubles found, 2 bad flags, 3 a log unreadable or
+// damaged (the message names the file and offset), 7 no event of the key
+// looked up.
 //
 // # Guarantees
 //
