@@ -234,3 +234,124 @@ func auditDoubleOf(first, second claimSeen) auditDouble {
 	d.Second.Seq, d.Second.Node = second.seq.String(), second.seq.Node
 	return d
 }
+
+// TestAuditCommand runs spent audit on the logs of an embedded-store
+// server: its exit statuses, its lookups and its refusals.
+func TestAuditCommand(t *testing.T) {
+	data := t.TempDir()
+	dir := filepath.Join(t.TempDir(), "audit")
+	cfg := WriteConfig(t, fmt.Sprintf("[audit]\ndir = %q\nmax_file_size = 65536\n", dir))
+	s := MustServe(t, data, nil, nil, "--config", cfg)
+	c := sphttp.NewClient(s.Addr, sphttp.ClientConfig{})
+	ctx := context.Background()
+	first, err := c.Claim(ctx, spent.Claim{Namespace: "default", Key: "order-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Release(ctx, spent.Release{Namespace: "default", Key: "order-1", Seq: first.Record.Seq}); err != nil {
+		t.Fatal(err)
+	}
+	again, err := c.Claim(ctx, spent.Claim{Namespace: "default", Key: "order-1", Result: []byte("ok")})
+	if err != nil || again.Outcome != spent.Fresh {
+		t.Fatalf("claim after release: got %v, %v, want fresh", again.Outcome, err)
+	}
+	if code := s.Stop(); code != 0 {
+		t.Fatalf("serve: exit %d", code)
+	}
+
+	t.Run("ReleaseThenClaimIsNoDouble", func(t *testing.T) {
+		r := Run(t, nil, "audit", dir)
+		if r.Code != 0 || !strings.Contains(r.Stdout, "no double acceptance in 3 events") {
+			t.Fatalf("spent audit: got exit %d, stdout %q, want 0 and no double in 3 events; stderr %s", r.Code, r.Stdout, r.Stderr)
+		}
+	})
+	t.Run("LookupByKey", func(t *testing.T) {
+		out := MustRun(t, nil, "audit", dir, "-n", "default", "--key", "order-1", "--data", data)
+		for _, want := range []string{
+			fmt.Sprintf("accepted  seq %s  node 1", first.Record.Seq), fmt.Sprintf("released  seq %s  node 1", first.Record.Seq),
+			fmt.Sprintf("accepted  seq %s  node 1", again.Record.Seq),
+		} {
+			if !strings.Contains(out, want) {
+				t.Fatalf("lookup: got %q, want a line with %q", out, want)
+			}
+		}
+	})
+	t.Run("LookupByHash", func(t *testing.T) {
+		out := MustRun(t, nil, "audit", dir, "--hash", first.Record.Hash.String(), "--json")
+		if n := strings.Count(out, "\n"); n != 3 {
+			t.Fatalf("lookup --json: got %d lines %q, want 3", n, out)
+		}
+	})
+	for _, c := range []struct {
+		name string
+		args []string
+		code int
+		msg  string
+	}{
+		{"UnknownKey", []string{"audit", dir, "-n", "default", "--key", "order-2", "--data", data}, 7, "no event of hash"},
+		{"KeyWithoutNamespace", []string{"audit", dir, "--key", "order-1"}, 2, "--key needs --namespace"},
+		{"KeyWithoutSecret", []string{"audit", dir, "-n", "default", "--key", "order-1", "--data", t.TempDir()}, 2, "cannot read the secret"},
+		{"BadHash", []string{"audit", dir, "--hash", "xyz"}, 2, "--hash"},
+		{"NoPath", []string{"audit"}, 2, "missing an audit log"},
+		{"MissingPath", []string{"audit", filepath.Join(dir, "nope")}, 3, "cannot read"},
+		{"EmptyDirectory", []string{"audit", t.TempDir()}, 3, "holds no audit log"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := Run(t, nil, c.args...)
+			if r.Code != c.code || !strings.Contains(r.Stderr, c.msg) {
+				t.Fatalf("spent %s: got exit %d, stderr %q, want %d and %q", strings.Join(c.args, " "), r.Code, r.Stderr, c.code, c.msg)
+			}
+		})
+	}
+	t.Run("DamagedLog", func(t *testing.T) {
+		files, _ := filepath.Glob(filepath.Join(dir, "*.jsonl"))
+		if len(files) != 1 {
+			t.Fatalf("log files: got %q, want 1", files)
+		}
+		b, _ := os.ReadFile(files[0])
+		b[1] = '#'
+		damaged := filepath.Join(t.TempDir(), filepath.Base(files[0]))
+		if err := os.WriteFile(damaged, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		r := Run(t, nil, "audit", damaged)
+		if r.Code != 3 || !strings.Contains(r.Stderr, damaged) || !strings.Contains(r.Stderr, "offset 0") {
+			t.Fatalf("spent audit on a damaged log: got exit %d, stderr %q, want 3 naming %s at offset 0", r.Code, r.Stderr, damaged)
+		}
+	})
+	t.Run("TornTail", func(t *testing.T) {
+		files, _ := filepath.Glob(filepath.Join(dir, "*.jsonl"))
+		b, _ := os.ReadFile(files[0])
+		torn := filepath.Join(t.TempDir(), filepath.Base(files[0]))
+		if err := os.WriteFile(torn, append(b, `{"kind":"acc`...), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		r := Run(t, nil, "audit", torn)
+		if r.Code != 0 || !strings.Contains(r.Stderr, fmt.Sprintf("%s: offset %d: last line torn", torn, len(b))) {
+			t.Fatalf("spent audit on a torn log: got exit %d, stderr %q, want 0 and a warning at offset %d", r.Code, r.Stderr, len(b))
+		}
+	})
+}
+
+// TestAuditConfig: the [audit] table is checked at start.
+func TestAuditConfig(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, conf, msg string
+		code            int
+	}{
+		{"SizeWithoutDir", "[audit]\nmax_file_size = 1000000\n", "max_file_size without dir", 2},
+		{"TinyFile", "[audit]\ndir = \"x\"\nmax_file_size = 10\n", "max file size 10", 2},
+		{"DirIsAFile", fmt.Sprintf("[audit]\ndir = %q\n", file), "[audit] dir must be a writable directory", 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := Run(t, nil, "serve", "--listen", "127.0.0.1:0", "--data", t.TempDir(), "--config", WriteConfig(t, c.conf))
+			if r.Code != c.code || !strings.Contains(r.Stderr, c.msg) {
+				t.Fatalf("serve with %q: got exit %d, stderr %q, want %d and %q", c.conf, r.Code, r.Stderr, c.code, c.msg)
+			}
+		})
+	}
+}
