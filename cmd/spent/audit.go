@@ -76,7 +76,7 @@ and offset), 7 no event of the key looked up.`,
 		Example: `  spent audit /var/lib/spent/audit node2-audit/
   spent audit --json audit-logs/
   spent audit audit-logs/ --namespace payments --key order-8400017 --data /var/lib/spent
-  spent audit audit-logs/ --hash 5f0c9d2e8a41b7c3d6e2f1a0b9c8d7e6`,
+  spent audit audit-logs/ --hash b5636d1ba5275f03eb9dec99e21176dc`,
 		Args: minArgs(1, "an audit log file or directory"),
 		RunE: func(c *cobra.Command, paths []string) error {
 			if key != "" && hashText != "" {

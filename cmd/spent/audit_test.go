@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/spentledger/spent"
+	"github.com/spentledger/spent/audit"
 	sphttp "github.com/spentledger/spent/http"
 	"github.com/spentledger/spent/internal/redistest"
 )
@@ -353,5 +354,84 @@ func TestAuditConfig(t *testing.T) {
 				t.Fatalf("serve with %q: got exit %d, stderr %q, want %d and %q", c.conf, r.Code, r.Stderr, c.code, c.msg)
 			}
 		})
+	}
+}
+
+// TestOperationsAuditCommands runs the spent audit commands of
+// docs/operations.md ("After a failover: run the audit") as written, on logs
+// holding the double the page shows, and checks the page's sample output.
+func TestOperationsAuditCommands(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, sec, ok := strings.Cut(string(doc), "## After a failover: run the audit")
+	sec, _, ok2 := strings.Cut(sec, "\n## ")
+	if !ok || !ok2 {
+		t.Fatal(`docs/operations.md has no section "After a failover: run the audit"`)
+	}
+	tmp := t.TempDir()
+	data := filepath.Join(tmp, "data")
+	secret := make([]byte, spent.MinSecretLen)
+	for i := range secret {
+		secret[i] = byte(i)
+	}
+	if err := os.MkdirAll(data, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(data, "secret"), secret, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h := spent.KeyHash(secret, "payments", "order-8400017")
+	for node, ev := range map[uint32]struct {
+		seq   uint64
+		at    string
+		place string
+	}{1: {8400017, "2026-12-03T02:55:01.12Z", "api-3"}, 2: {130442, "2026-12-03T02:55:09.8Z", "api-1"}} {
+		at, err := time.Parse(time.RFC3339Nano, ev.at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := audit.Open(audit.Config{Dir: filepath.Join(tmp, fmt.Sprintf("node%d-audit", node)), Node: node})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = l.Append(context.Background(), []spent.AuditEvent{{Kind: spent.AuditAccepted, Time: at, Node: node, Namespace: "payments", Hash: h,
+			Seq: spent.Seq{Node: node, Counter: ev.seq}, Place: ev.place, State: spent.StateComplete, ExpiresAt: at.Add(24 * time.Hour)}})
+		l.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	paths := strings.NewReplacer("node1-audit/", filepath.Join(tmp, "node1-audit")+"/", "node2-audit/", filepath.Join(tmp, "node2-audit")+"/", "/var/lib/spent", data)
+	var cmds int
+	for _, line := range strings.Split(sec, "\n") {
+		line = strings.TrimSpace(line)
+		if !strings.HasPrefix(line, "spent audit ") {
+			continue
+		}
+		line, _, _ = strings.Cut(line, "#")
+		args := strings.Fields(paths.Replace(line))[1:]
+		cmds++
+		t.Run(fmt.Sprintf("Command%d", cmds), func(t *testing.T) {
+			r := Run(t, nil, args...)
+			want := 1
+			if strings.Contains(line, "--key") || strings.Contains(line, "--hash") {
+				want = 0
+			}
+			if r.Code != want || !strings.Contains(r.Stdout, "node 1") && !strings.Contains(r.Stdout, `"node":1`) {
+				t.Fatalf("%s: got exit %d, stdout %q, stderr %q, want exit %d and node 1 named", line, r.Code, r.Stdout, r.Stderr, want)
+			}
+			if strings.HasPrefix(r.Stdout, "double") {
+				// The page shows the output inside a list item, indented.
+				shown := "   " + strings.ReplaceAll(strings.TrimSuffix(r.Stdout, "\n"), "\n", "\n   ")
+				if !strings.Contains(sec, shown) {
+					t.Fatalf("%s: got\n%s\nwhich docs/operations.md does not show as its output", line, r.Stdout)
+				}
+			}
+		})
+	}
+	if cmds != 4 {
+		t.Fatalf("spent audit commands in the section: got %d, want 4", cmds)
 	}
 }
