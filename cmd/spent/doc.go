@@ -113,6 +113,9 @@
 //
 //   - serve answers no claim before its record is durable in the store: the
 //     HTTP server replies only after the ledger returns.
+//   - With an [audit] dir, serve answers no claim fresh before its
+//     acceptance is fsynced in this node's audit log; a failed append is
+//     answered unavailable, never fresh.
 //   - serve refuses to start with a secret file that others may read or
 //     that has the wrong size, and refuses to generate a new secret beside an
 //     existing store (that would forget every record).
