@@ -3,10 +3,12 @@ package spent_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 
 	"github.com/spentledger/spent"
+	"github.com/spentledger/spent/inmem"
 )
 
 // recordingAuditor keeps the events it is given, or fails while fail is set.
@@ -140,4 +142,33 @@ func TestKeyHash(t *testing.T) {
 			}
 		})
 	}
+}
+
+// printAuditor prints each event it is given; a real one (package audit)
+// appends them to a file and fsyncs it.
+type printAuditor struct{}
+
+func (printAuditor) Audit(_ context.Context, evs []spent.AuditEvent) error {
+	for _, e := range evs {
+		fmt.Printf("%s %s seq %s on node %d\n", e.Kind, e.Namespace, e.Seq, e.Node)
+	}
+	return nil
+}
+
+// A ledger with an auditor tells it of each fresh answer before answering,
+// and of each release; a repeat is not told.
+func ExampleAuditor() {
+	cfg := spent.DefaultConfig()
+	cfg.Secret = []byte("an example secret of 32 bytes...")
+	cfg.Audit = printAuditor{}
+	store := inmem.New()
+	defer store.Close()
+	l, _ := spent.NewLedger(context.Background(), store, cfg)
+	ctx := context.Background()
+	a, _ := l.Claim(ctx, spent.Claim{Namespace: "default", Key: "order-17"})
+	l.Claim(ctx, spent.Claim{Namespace: "default", Key: "order-17"})
+	l.Release(ctx, spent.Release{Namespace: "default", Key: "order-17", Seq: a.Record.Seq})
+	// Output:
+	// accepted default seq 1:1 on node 1
+	// released default seq 1:1 on node 1
 }
