@@ -84,13 +84,16 @@ func FileName(node uint32, index int) string {
 type Log struct {
 	cfg Config
 
-	mu       sync.Mutex
-	next     *group // the group that the next append joins
-	flushing bool   // a caller is writing groups
-	closed   bool
+	mu     sync.Mutex
+	next   *group // the group that the next append joins
+	closed bool
 
-	// The file; only the flushing caller (or Close, once flushing is
-	// done) touches these.
+	kick    chan struct{} // a group waits (capacity 1)
+	stop    chan struct{} // closed by Close
+	stopped chan struct{} // closed when the writer has returned
+
+	// The file; only the writer goroutine (and Close, once it returned)
+	// touches these.
 	fmu   sync.Mutex
 	f     File
 	path  string
@@ -134,7 +137,7 @@ func Open(cfg Config) (*Log, error) {
 	if err != nil {
 		return nil, fmt.Errorf("audit: %w", err)
 	}
-	l := &Log{cfg: cfg}
+	l := &Log{cfg: cfg, kick: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{})}
 	for _, e := range ents {
 		m := fileName.FindStringSubmatch(e.Name())
 		if m == nil || m[1] != strconv.FormatUint(uint64(cfg.Node), 10) {
@@ -147,7 +150,38 @@ func Open(cfg Config) (*Log, error) {
 	if err := l.rotate(); err != nil {
 		return nil, err
 	}
+	go l.writer()
 	return l, nil
+}
+
+// writer writes the waiting groups, one write and one fsync each, until
+// Close; it writes what waits before it returns.
+func (l *Log) writer() {
+	defer close(l.stopped)
+	for {
+		select {
+		case <-l.kick:
+		case <-l.stop:
+			l.flush()
+			return
+		}
+		l.flush()
+	}
+}
+
+// flush writes groups until none waits.
+func (l *Log) flush() {
+	for {
+		l.mu.Lock()
+		g := l.next
+		l.next = nil
+		l.mu.Unlock()
+		if g == nil {
+			return
+		}
+		g.err = l.write(g.buf)
+		close(g.done)
+	}
 }
 
 // Path returns the file the log appends to now.
@@ -163,8 +197,9 @@ func (l *Log) Audit(ctx context.Context, events []spent.AuditEvent) error {
 }
 
 // Append writes events as one line each and returns once they are fsynced.
-// Appends that arrive while a group is being written wait and go together
-// in the next group, under one fsync. An error means the events may or may
+// A writer goroutine writes the appends that wait as one group, under one
+// fsync: appends that arrive while a group is being written go together in
+// the next. An error means the events may or may
 // not be in the file: a failed write or fsync closes the file, and the next
 // group starts a new one. When ctx ends first, Append returns its error; the
 // events may still be written.
@@ -190,28 +225,17 @@ func (l *Log) Append(ctx context.Context, events []spent.AuditEvent) error {
 	g := l.next
 	g.buf = append(g.buf, lines...)
 	g.n += len(events)
-	if l.flushing {
-		l.mu.Unlock()
-		select {
-		case <-g.done:
-			return g.err
-		case <-ctx.Done():
-			return fmt.Errorf("audit: waiting for the fsync: %w", ctx.Err())
-		}
-	}
-	// This caller writes groups until none is waiting.
-	l.flushing = true
-	for l.next != nil {
-		w := l.next
-		l.next = nil
-		l.mu.Unlock()
-		w.err = l.write(w.buf)
-		close(w.done)
-		l.mu.Lock()
-	}
-	l.flushing = false
 	l.mu.Unlock()
-	return g.err
+	select {
+	case l.kick <- struct{}{}:
+	default: // the writer has been kicked already
+	}
+	select {
+	case <-g.done:
+		return g.err
+	case <-ctx.Done():
+		return fmt.Errorf("audit: waiting for the fsync: %w", ctx.Err())
+	}
 }
 
 // write appends buf to the current file and fsyncs it, rotating first when
@@ -266,12 +290,16 @@ func (l *Log) rotate() error {
 	return nil
 }
 
-// Close waits for the group being written and closes the file. Appends
-// after it return ErrClosed.
+// Close writes the groups waiting, closes the file and returns its error.
+// Appends after it return ErrClosed. It is safe to call more than once.
 func (l *Log) Close() error {
 	l.mu.Lock()
-	l.closed = true
+	if !l.closed {
+		l.closed = true
+		close(l.stop)
+	}
 	l.mu.Unlock()
+	<-l.stopped
 	l.fmu.Lock()
 	defer l.fmu.Unlock()
 	l.shut = true
