@@ -64,6 +64,9 @@ type Config struct {
 	// Observer, when set, is told of every operation and every answer, for
 	// metrics and traces (see [Observer]). Nil costs nothing.
 	Observer Observer
+	// Audit, when set, records every fresh answer, completion and release
+	// before it is answered (see [Auditor]). Nil costs nothing.
+	Audit Auditor
 }
 
 // DefaultConfig returns a configuration with one namespace, "default", under
@@ -388,9 +391,12 @@ func (l *Ledger) claimOnce(ctx context.Context, c Claim) (Answer, error) {
 	res, err := l.store.Claim(ctx, op)
 	if err != nil {
 		r, _, err := l.resolve(ctx, p, &c, &op, err, l.readBack)
-		return r, err
+		if err != nil {
+			return r, err
+		}
+		return l.audited(ctx, r, now)
 	}
-	return answer(p, &c, &op, res), nil
+	return l.audited(ctx, answer(p, &c, &op, res), now)
 }
 
 // resolve settles an ambiguous claim by reading the key back: its own seq
@@ -507,6 +513,9 @@ func (l *Ledger) claimBatch(ctx context.Context, cs []Claim) ([]Answer, error) {
 				omitted[i] = res[i].ResultLen
 			}
 		}
+	}
+	if err := l.auditBatch(ctx, out, now); err != nil {
+		return nil, err
 	}
 	l.fitResults(ctx, now, out, omitted)
 	return out, nil
@@ -656,7 +665,7 @@ func (l *Ledger) complete(ctx context.Context, c Completion) (Record, error) {
 		if err != nil {
 			return Record{}, storeError(err)
 		}
-		return rec, nil
+		return rec, l.auditEnd(ctx, AuditCompleted, c.Namespace, h, c.Seq, now)
 	}
 	r, done, err := l.target(ctx, c.Namespace, c.Key, c.Hash, Ending{Seq: c.Seq, AnySeq: c.Seq.IsZero(), Result: result, Force: c.Force}, now)
 	if err != nil {
@@ -665,14 +674,14 @@ func (l *Ledger) complete(ctx context.Context, c Completion) (Record, error) {
 	if done {
 		// A completion retried after an ambiguous failure found its own
 		// result already stored: that is success, not a conflict.
-		return r, nil
+		return r, l.auditEnd(ctx, AuditCompleted, c.Namespace, r.Hash, r.Seq, now)
 	}
 	rec, err := l.store.Complete(ctx, r.Hash, r.Seq, result, now)
 	l.ended(r.Hash)
 	if err != nil {
 		return Record{}, storeError(err)
 	}
-	return rec, nil
+	return rec, l.auditEnd(ctx, AuditCompleted, c.Namespace, r.Hash, r.Seq, now)
 }
 
 // Release rolls back a fresh two-step claim: its key is forgotten, so the
@@ -693,7 +702,10 @@ func (l *Ledger) release(ctx context.Context, rel Release) error {
 	} else if ok {
 		err := l.store.Release(ctx, h, rel.Seq, now)
 		l.ended(h) // also after an error, as in complete
-		return storeError(err)
+		if err != nil {
+			return storeError(err)
+		}
+		return l.auditEnd(ctx, AuditReleased, rel.Namespace, h, rel.Seq, now)
 	}
 	r, _, err := l.target(ctx, rel.Namespace, rel.Key, rel.Hash, Ending{Seq: rel.Seq, AnySeq: rel.Seq.IsZero(), Release: true, Force: rel.Force}, now)
 	if err != nil {
@@ -701,7 +713,10 @@ func (l *Ledger) release(ctx context.Context, rel Release) error {
 	}
 	err = l.store.Release(ctx, r.Hash, r.Seq, now)
 	l.ended(r.Hash)
-	return storeError(err)
+	if err != nil {
+		return storeError(err)
+	}
+	return l.auditEnd(ctx, AuditReleased, rel.Namespace, r.Hash, r.Seq, now)
 }
 
 // Get returns the live record of key in namespace, or an ENotFound error.

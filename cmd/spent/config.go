@@ -16,6 +16,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/spentledger/spent"
+	"github.com/spentledger/spent/audit"
 	"github.com/spentledger/spent/ecash"
 	sphttp "github.com/spentledger/spent/http"
 	"github.com/spentledger/spent/pebble"
@@ -89,6 +90,9 @@ type serveConfig struct {
 	AllowPlaintext bool
 	// RESP is the RESP listener (resp_listen and the [resp] section).
 	RESP respConfig
+	// Audit is the acceptance audit (the [audit] section): on when
+	// Audit.Dir is set. Its Node is set at start.
+	Audit audit.Config
 }
 
 // defaultServeConfig is the configuration without a file: one namespace,
@@ -153,6 +157,7 @@ type fileConfig struct {
 	RESPListen      string    `toml:"resp_listen"`
 	RESP            fileRESP  `toml:"resp"`
 	Store           fileStore `toml:"store"`
+	Audit           fileAudit `toml:"audit"`
 	// Namespaces are left undecoded by the first pass: a map's entries start
 	// from zero, so decodePolicies decodes each over spent.DefaultPolicy.
 	Namespaces map[string]toml.Primitive `toml:"namespaces"`
@@ -172,6 +177,29 @@ type fileStore struct {
 	ExpectedRecords int64  `toml:"expected_records"`
 	CacheSize       int64  `toml:"cache_size"`
 	MemTableSize    int64  `toml:"memtable_size"`
+}
+
+// fileAudit is the [audit] section.
+type fileAudit struct {
+	Dir         string `toml:"dir"`
+	MaxFileSize int64  `toml:"max_file_size"`
+}
+
+// apply checks the [audit] section and sets it in cfg.
+func (a fileAudit) apply(cfg *serveConfig) error {
+	c := audit.Config{Dir: a.Dir, Node: 1, MaxFileSize: a.MaxFileSize}
+	if a.Dir == "" {
+		if a.MaxFileSize != 0 {
+			return errors.New("[audit] max_file_size without dir: set dir to turn the audit on")
+		}
+		cfg.Audit = audit.Config{}
+		return nil
+	}
+	if err := c.Validate(); err != nil {
+		return fmt.Errorf("[audit]: %w", err)
+	}
+	cfg.Audit = c
+	return nil
 }
 
 // filePolicy is a [namespaces.NAME] table.
@@ -275,6 +303,9 @@ func (cfg *serveConfig) parse(doc string, getenv func(string) string) error {
 		return err
 	}
 	if err := f.Store.apply(cfg); err != nil {
+		return err
+	}
+	if err := f.Audit.apply(cfg); err != nil {
 		return err
 	}
 	if err := f.applyNamespaces(cfg, policies, md); err != nil {

@@ -59,6 +59,10 @@
 //     stores' index (at most 10,000 a call, without results or raw keys),
 //     with an admin token; see "Introspection by seq" in
 //     docs/operations.md.
+//   - audit PATH... [--json] [--namespace NS --key KEY | --hash HEX]: merge
+//     the acceptance audit logs of all nodes and list every key accepted
+//     fresh twice, with both seqs, nodes and times; or print the events of
+//     one key (which node processed it). Reads files, not a server.
 //   - bench [--embedded | --addr URL] [--concurrency N] [--duration D]
 //     [--batch N] [--keys N] [--repeat R] [--rate R] [--json]: generate
 //     claim load and report claims/s, latency percentiles and outcome counts;
@@ -105,10 +109,18 @@
 // cannot be reached counts as unavailable), 14 expiry_too_long,
 // 15 no_seq_index. The message on stderr names the code.
 //
+// spent audit has statuses of its own: 0 no double found (or the key's
+// events printed), 1 doubles found, 2 bad flags, 3 a log unreadable or
+// damaged (the message names the file and offset), 7 no event of the key
+// looked up.
+//
 // # Guarantees
 //
 //   - serve answers no claim before its record is durable in the store: the
 //     HTTP server replies only after the ledger returns.
+//   - With an [audit] dir, serve answers no claim fresh before its
+//     acceptance is fsynced in this node's audit log; a failed append is
+//     answered unavailable, never fresh.
 //   - serve refuses to start with a secret file that others may read or
 //     that has the wrong size, and refuses to generate a new secret beside an
 //     existing store (that would forget every record).

@@ -209,6 +209,9 @@ func (m *Main) serve(ctx context.Context, cfg serveConfig, newFence bool) error 
 		return err
 	}
 	defer tr.flush() // after the node's close, so that its last spans go too
+	if err := m.openAudit(&cfg, log); err != nil {
+		return err
+	}
 	nc := m.nodeConfig(cfg, newFence, reg, log)
 	tr.node(&nc)
 	n, err := node.Open(ctx, nc)

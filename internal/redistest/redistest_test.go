@@ -5,6 +5,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/spentledger/spent/internal/redistest"
@@ -63,5 +64,36 @@ func TestArgsOverrideDefaults(t *testing.T) {
 	got, err := c.ConfigGet(context.Background(), "appendfsync").Result()
 	if err != nil || got["appendfsync"] != "everysec" {
 		t.Fatalf("appendfsync: got %v, %v, want everysec", got, err)
+	}
+}
+
+// TestReplicaLagsBehindACutLink: a replica behind a cut proxy misses the
+// primary's writes, and keeps what it had once promoted.
+func TestReplicaLagsBehindACutLink(t *testing.T) {
+	ctx := context.Background()
+	primary := redistest.Start(t)
+	link := redistest.NewProxy(t, primary.Addr)
+	replica := redistest.StartReplica(t, link.Addr)
+	pc := goredis.NewClient(&goredis.Options{Addr: primary.Addr, DisableIdentity: true})
+	defer pc.Close()
+	if err := pc.Set(ctx, "before", "1", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	primary.WaitReplicas(t, 1, 5*time.Second)
+	link.Cut()
+	if err := pc.Set(ctx, "after", "1", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	primary.Kill(t)
+	replica.Promote(t)
+	rc := goredis.NewClient(&goredis.Options{Addr: replica.Addr, DisableIdentity: true})
+	defer rc.Close()
+	for key, want := range map[string]int64{"before": 1, "after": 0} {
+		if got := rc.Exists(ctx, key).Val(); got != want {
+			t.Fatalf("EXISTS %s on the promoted replica: got %d, want %d", key, got, want)
+		}
+	}
+	if err := rc.Set(ctx, "written", "1", 0).Err(); err != nil {
+		t.Fatalf("SET on the promoted replica: got %v, want no error", err)
 	}
 }
