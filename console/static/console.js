@@ -1,7 +1,9 @@
 // The console's only script: it reloads the chart as the sampler adds to
-// it, and keeps a form from being sent twice by a double click.
+// it, and keeps a form from being sent twice by a double click. It marks
+// the page (data-js="on") so that a test can tell it ran under the CSP.
 "use strict";
 (function () {
+  document.documentElement.dataset.js = "on";
   var chart = document.getElementById("chart");
   if (chart) {
     setInterval(function () {
