@@ -58,7 +58,8 @@ type Config struct {
 	Tokens []grant.Token
 	// Gatherer reads the server's metrics: the claim counter
 	// spent_claims_total (package http's MetricClaims) by namespace and
-	// outcome. Nil shows no counts and an empty chart.
+	// outcome, and the RESP listener's spent_resp_claims_total by outcome
+	// (the chart adds it). Nil shows no counts and an empty chart.
 	Gatherer prometheus.Gatherer
 	// Secure marks the session cookie Secure: set it when the server
 	// serves TLS.

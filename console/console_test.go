@@ -558,7 +558,8 @@ func TestChart(t *testing.T) {
 	// (the sampler's instants must differ) over a counter it drives.
 	reg := prometheus.NewRegistry()
 	claims := prometheus.NewCounterVec(prometheus.CounterOpts{Name: sphttp.MetricClaims, Help: "claims"}, []string{"namespace", "outcome"})
-	reg.MustRegister(claims)
+	respClaims := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "spent_resp_claims_total", Help: "RESP claims"}, []string{"outcome"})
+	reg.MustRegister(claims, respClaims)
 	cfg := console.DefaultConfig(e.Ledger)
 	cfg.Gatherer = reg
 	cfg.SampleInterval, cfg.Window = 10*time.Millisecond, time.Minute
@@ -572,27 +573,34 @@ func TestChart(t *testing.T) {
 	srv := httptest.NewServer(c)
 	defer srv.Close()
 	b := (&env{Srv: srv}).browser(t)
-	wholeFresh := regexp.MustCompile(`fresh</td><td class="num">[0-9.–]+</td><td class="num">([0-9.–]+)</td>`)
+	whole := func(outcome, page string) string {
+		m := regexp.MustCompile(outcome + `</td><td class="num">[0-9.–]+</td><td class="num">([0-9.–]+)</td>`).FindStringSubmatch(page)
+		if m == nil {
+			t.Fatalf("main page: no rate of %s claims in the rates table", outcome)
+		}
+		return m[1]
+	}
+	rising := func(rate string) bool { return rate != "0.00" && rate != "–" }
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		claims.WithLabelValues("payments", "fresh").Add(5)
 		claims.WithLabelValues("payments", "mismatch").Add(1)
+		respClaims.WithLabelValues("refused").Add(2) // over RESP: in the chart, not in the namespaces' counts
 		svg := b.get("/ui/chart.svg")
 		if svg.Header.Get("Content-Type") != "image/svg+xml" {
 			t.Fatalf("chart: got Content-Type %q, want image/svg+xml", svg.Header.Get("Content-Type"))
 		}
-		m := wholeFresh.FindStringSubmatch(b.get("/ui/").Body)
-		if m == nil {
-			t.Fatalf("main page: no rate of fresh claims in the rates table")
-		}
-		if strings.Contains(svg.Body, `<polyline fill="none" stroke="#1b7f3b"`) && strings.Contains(svg.Body, `<polyline fill="none" stroke="#7b3fa0"`) && m[1] != "0.00" && m[1] != "–" {
+		page := b.get("/ui/").Body
+		fresh, refused := whole("fresh", page), whole("refused", page)
+		if strings.Contains(svg.Body, `<polyline fill="none" stroke="#1b7f3b"`) && strings.Contains(svg.Body, `<polyline fill="none" stroke="#7b3fa0"`) &&
+			rising(fresh) && rising(refused) {
 			if !strings.HasPrefix(svg.Body, "<svg ") || !strings.HasSuffix(svg.Body, "</svg>") {
 				t.Fatalf("chart: got %q, want one svg element", svg.Body)
 			}
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("chart after 30s of claims: got\n%s\nand a fresh rate of %s, want lines of fresh and mismatch and a rate above 0", svg.Body, m[1])
+			t.Fatalf("chart after 30s of claims: got\n%s\nand rates of fresh %s and refused %s, want lines of fresh and mismatch and both rates above 0", svg.Body, fresh, refused)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

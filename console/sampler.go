@@ -24,8 +24,14 @@ var colors = [len(outcomes)]string{"#1b7f3b", "#1f5fbf", "#c77c00", "#b3261e", "
 // byOutcome holds one number per outcome, in the order of outcomes.
 type byOutcome [len(outcomes)]float64
 
-// claimCounts reads the claim counter from g: per namespace, the claims
-// answered by outcome since the server started. A nil g reads nothing.
+// respClaims is the RESP listener's claim counter (package resp), by
+// outcome only.
+const respClaims = "spent_resp_claims_total"
+
+// claimCounts reads the claim counters from g: per namespace, the claims
+// answered over HTTP by outcome since the server started, and under the
+// namespace "" those answered over RESP, which its counter does not split by
+// namespace. A nil g reads nothing.
 func claimCounts(g prometheus.Gatherer) (map[string]*byOutcome, error) {
 	out := map[string]*byOutcome{}
 	if g == nil {
@@ -36,7 +42,7 @@ func claimCounts(g prometheus.Gatherer) (map[string]*byOutcome, error) {
 		return out, fmt.Errorf("console: metrics: %w", err)
 	}
 	for _, mf := range mfs {
-		if mf.GetName() != sphttp.MetricClaims {
+		if mf.GetName() != sphttp.MetricClaims && mf.GetName() != respClaims {
 			continue
 		}
 		for _, m := range mf.GetMetric() {
