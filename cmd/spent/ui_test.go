@@ -283,3 +283,38 @@ func traffic(t *testing.T, addr, token string, d time.Duration) {
 		time.Sleep(25 * time.Millisecond)
 	}
 }
+
+// TestConsoleLoopbackOnly checks that without tokens the page, like the
+// API, answers only requests addressed to a loopback name, and that
+// spent serve sends /ui to /ui/.
+func TestConsoleLoopbackOnly(t *testing.T) {
+	s := MustServe(t, t.TempDir(), nil, nil)
+	get := func(host, path string) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest("GET", s.Addr+path, nil)
+		if host != "" {
+			req.Host = host
+		}
+		resp, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	for _, tc := range []struct {
+		name, host, path string
+		status           int
+	}{
+		{"Loopback", "", "/ui/", http.StatusOK},
+		{"ReboundName", "attacker.example", "/ui/", http.StatusMisdirectedRequest},
+		{"ReboundNameLogin", "attacker.example:7070", "/ui/login", http.StatusMisdirectedRequest},
+		{"NoSlash", "", "/ui", http.StatusMovedPermanently},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := get(tc.host, tc.path).StatusCode; got != tc.status {
+				t.Fatalf("GET %s with Host %q: got %d, want %d", tc.path, tc.host, got, tc.status)
+			}
+		})
+	}
+}
