@@ -185,6 +185,16 @@ func New(cfg Config) (*Console, error) {
 	mux.HandleFunc("POST "+Prefix+"lookup", c.lookup)
 	mux.HandleFunc("GET "+Prefix+"chart.svg", c.chart)
 	mux.Handle("GET "+Prefix+"static/", c.static)
+	// The other methods of each page get a page that says which it takes.
+	for path, allow := range map[string]string{
+		"{$}": "GET, HEAD", "login": "GET, HEAD, POST", "logout": "POST", "resolve": "POST", "lookup": "POST", "chart.svg": "GET, HEAD",
+	} {
+		mux.HandleFunc(Prefix+path, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Allow", allow)
+			c.fail(w, r, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" "+spent.QuoteInput(r.URL.Path)+": this page takes "+allow,
+				"Use the console's links and buttons.")
+		})
+	}
 	mux.HandleFunc(Prefix, func(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, http.StatusNotFound, spent.ENotFound, "no page "+spent.QuoteInput(r.URL.Path)+" here", "Go to the console's main page.")
 	})

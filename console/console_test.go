@@ -233,6 +233,13 @@ func TestHeaders(t *testing.T) {
 			}
 		}
 	})
+	t.Run("MethodNotAllowedPage", func(t *testing.T) {
+		p := b.get("/ui/resolve")
+		wantPage(t, "GET /ui/resolve", p, http.StatusMethodNotAllowed, "method_not_allowed", "takes POST")
+		if got := p.Header.Get("Allow"); got != "POST" {
+			t.Fatalf("Allow: got %q, want POST", got)
+		}
+	})
 	t.Run("NotFoundPage", func(t *testing.T) {
 		wantPage(t, "GET /ui/nope", b.get("/ui/nope"), http.StatusNotFound, "not_found", "/ui/nope")
 	})
