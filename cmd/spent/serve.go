@@ -429,6 +429,11 @@ func (m *Main) handler(ctx context.Context, cfg serveConfig, n *node.Node, reg *
 		handler = api.Instrument(mux) // the routes beside the API in its metrics
 	}
 
+	// The operator's page at /ui/ (package console), under the same tokens.
+	if handler, err = m.withConsole(ctx, cfg, n, reg, log, handler); err != nil {
+		return nil, nil, ts, err
+	}
+
 	// Every route shares one budget of bodies in flight; without tokens,
 	// only requests addressed to a loopback name are served (see
 	// sphttp.LoopbackOnly).
