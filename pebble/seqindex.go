@@ -180,15 +180,8 @@ func (s *Store) listSeq(ctx context.Context, q *spent.SeqQuery) ([]spent.SeqReco
 	if err := it.Error(); err != nil {
 		return nil, err
 	}
-	if covering != nil {
-		select {
-		case <-covering.synced:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-		if covering.err != nil {
-			return nil, covering.err
-		}
+	if err := covering.wait(ctx); err != nil {
+		return nil, err
 	}
 	return out, nil
 }

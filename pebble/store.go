@@ -393,15 +393,8 @@ func (s *Store) listPending(ctx context.Context, namespace string, leaseBefore t
 	if err := it.Error(); err != nil {
 		return nil, err
 	}
-	if covering != nil {
-		select {
-		case <-covering.synced:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-		if covering.err != nil {
-			return nil, covering.err
-		}
+	if err := covering.wait(ctx); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -467,3 +460,18 @@ func (s *Store) failure() error {
 var ErrFailed = errors.New("pebble: store failed")
 
 func be64(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
+
+// wait returns once the sync of p is done, with its error, or ctx's error
+// if ctx ends first. A nil p (no round with writes yet) has nothing to wait
+// for.
+func (p *syncPoint) wait(ctx context.Context) error {
+	if p == nil {
+		return nil
+	}
+	select {
+	case <-p.synced:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return p.err
+}
