@@ -92,4 +92,10 @@ var (
 	ErrSeqMismatch = errors.New("spent: seq mismatch")
 	// ErrClosed is returned by a store after Close.
 	ErrClosed = errors.New("spent: store closed")
+	// ErrSeqBehind is returned by a Ledger, wrapped in an unavailable
+	// [Error], once its store has handed out a block of seq counters below
+	// one the ledger already used: the store lost acknowledged writes (a
+	// failover to a replica that was behind, or a restore from a backup).
+	// The ledger then refuses every claim until it is made again.
+	ErrSeqBehind = errors.New("spent: the store's seq counter went back")
 )

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/spentledger/spent"
 	"github.com/spentledger/spent/inmem"
+	"github.com/spentledger/spent/storetest"
 )
 
 var errStore = errors.New("store failure (injected)")
@@ -192,4 +195,66 @@ func TestAmbiguousWrite(t *testing.T) {
 		_, err := f.ledger.ClaimBatch(ctx, []spent.Claim{{Namespace: nsEcho, Key: "a"}})
 		wantCode(t, "ClaimBatch", err, spent.EUnavailable)
 	})
+}
+
+// rewound is a store whose seq counter can be made to go back, as a Redis
+// replica promoted before it received the primary's last reservations.
+type rewound struct {
+	spent.Store
+	back atomic.Bool
+}
+
+func (s *rewound) ReserveSeq(ctx context.Context, node uint32, n uint64) (uint64, error) {
+	first, err := s.Store.ReserveSeq(ctx, node, n)
+	if s.back.Load() {
+		return 1, err
+	}
+	return first, err
+}
+
+// TestSeqBehindFailsClosed: a store that hands out counters the ledger
+// already used lost acknowledged writes; the ledger refuses every claim
+// from then on, naming the cause and the way out, and never reuses a seq.
+func TestSeqBehindFailsClosed(t *testing.T) {
+	ctx := context.Background()
+	st := &rewound{Store: inmem.New()}
+	t.Cleanup(func() { st.Close() })
+	cfg := testConfig(storetest.NewClock(testEpoch))
+	cfg.SeqBlock = 4
+	l, err := spent.NewLedger(ctx, st, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[spent.Seq]bool{}
+	claim := func(i int) (spent.Answer, error) {
+		return l.Claim(ctx, spent.Claim{Namespace: nsEcho, Key: fmt.Sprintf("k%d", i), Result: []byte("r")})
+	}
+	for i := range 6 {
+		a, err := claim(i)
+		if err != nil || a.Outcome != spent.Fresh || seen[a.Record.Seq] {
+			t.Fatalf("claim %d: got %v %v %v, want fresh with a new seq", i, a.Outcome, a.Record.Seq, err)
+		}
+		seen[a.Record.Seq] = true
+	}
+	st.back.Store(true)
+	refused := 0
+	for i := 6; i < 12; i++ {
+		a, err := claim(i)
+		if err == nil {
+			if refused > 0 || seen[a.Record.Seq] {
+				t.Fatalf("claim %d after the counter went back: got %v seq %v, want a refusal", i, a.Outcome, a.Record.Seq)
+			}
+			seen[a.Record.Seq] = true
+			continue
+		}
+		refused++
+		wantCode(t, "claim after the counter went back", err, spent.EUnavailable)
+		if !errors.Is(err, spent.ErrSeqBehind) || !strings.Contains(err.Error(), "spent audit") {
+			t.Fatalf("claim %d: got %v, want ErrSeqBehind naming the audit", i, err)
+		}
+		st.back.Store(false) // a healthy block later changes nothing
+	}
+	if refused == 0 {
+		t.Fatal("no claim refused after the store's counter went back")
+	}
 }

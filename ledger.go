@@ -125,6 +125,9 @@ type Ledger struct {
 	seqMu   sync.Mutex
 	seqNext uint64
 	seqEnd  uint64
+	// seqBehind, once set, refuses every new seq: the store's counter
+	// went back (see ErrSeqBehind).
+	seqBehind error
 
 	// configured lists the namespaces for the unknown-namespace error.
 	configured string
@@ -206,6 +209,17 @@ func (l *Ledger) reserve(ctx context.Context) error {
 	if err != nil {
 		return &Error{Code: EUnavailable, Message: "reserving seq", Err: err}
 	}
+	if l.seqEnd > 0 && first < l.seqEnd {
+		// A store keeps its counter with its records: one that went back
+		// lost what was written after it, and may answer fresh for keys
+		// this ledger accepted. Refuse from now on (fail closed).
+		l.seqBehind = &Error{Code: EUnavailable, Err: ErrSeqBehind, Message: fmt.Sprintf(
+			"the store handed out seq %d:%d, below %d:%d that this server already used: the store lost acknowledged writes "+
+				"(a failover to a replica that was behind, or a restore); claims are refused until the server is restarted: "+
+				"run `spent audit` to find keys accepted twice, then see docs/operations.md, \"After a failover: run the audit\"",
+			l.cfg.Node, first, l.cfg.Node, l.seqEnd-1)}
+		return l.seqBehind
+	}
 	l.seqNext, l.seqEnd = first, first+l.cfg.SeqBlock
 	return nil
 }
@@ -213,6 +227,9 @@ func (l *Ledger) reserve(ctx context.Context) error {
 func (l *Ledger) nextSeq(ctx context.Context) (Seq, error) {
 	l.seqMu.Lock()
 	defer l.seqMu.Unlock()
+	if l.seqBehind != nil {
+		return Seq{}, l.seqBehind
+	}
 	if l.seqNext >= l.seqEnd {
 		if err := l.reserve(ctx); err != nil {
 			return Seq{}, err
