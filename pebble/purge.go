@@ -93,19 +93,11 @@ func keyAfter(k []byte) []byte { return append(append(make([]byte, 0, len(k)+1),
 // it stopped for having found want (more keys may follow) rather than at
 // upper.
 func (s *Store) collect(ctx context.Context, namespace string, lower, upper []byte, want int) (keys []spent.Hash, last []byte, more bool, err error) {
-	if err := ctx.Err(); err != nil {
+	unlock, err := s.readLock(ctx)
+	if err != nil {
 		return nil, nil, false, err
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if s.closed {
-		return nil, nil, false, spent.ErrClosed
-	}
-	s.dbMu.RLock()
-	defer s.dbMu.RUnlock()
-	if err := s.failure(); err != nil {
-		return nil, nil, false, err
-	}
+	defer unlock()
 	it, err := s.db.NewIter(&pdb.IterOptions{LowerBound: lower, UpperBound: upper})
 	if err != nil {
 		return nil, nil, false, err

@@ -98,19 +98,11 @@ func (s *Store) ListSeq(ctx context.Context, q spent.SeqQuery) ([]spent.SeqRecor
 var seqIterStats atomic.Pointer[func(pdb.IteratorStats)]
 
 func (s *Store) listSeq(ctx context.Context, q *spent.SeqQuery) ([]spent.SeqRecord, error) {
-	if err := ctx.Err(); err != nil {
+	unlock, err := s.readLock(ctx)
+	if err != nil {
 		return nil, err
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if s.closed {
-		return nil, spent.ErrClosed
-	}
-	s.dbMu.RLock()
-	defer s.dbMu.RUnlock()
-	if err := s.failure(); err != nil {
-		return nil, err
-	}
+	defer unlock()
 	out := []spent.SeqRecord{}
 	if q.Limit <= 0 || q.From > q.To {
 		return out, nil

@@ -324,19 +324,11 @@ func (s *Store) ListPending(ctx context.Context, namespace string, leaseBefore t
 }
 
 func (s *Store) listPending(ctx context.Context, namespace string, leaseBefore time.Time, limit int) ([]spent.Record, error) {
-	if err := ctx.Err(); err != nil {
+	unlock, err := s.readLock(ctx)
+	if err != nil {
 		return nil, err
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if s.closed {
-		return nil, spent.ErrClosed
-	}
-	s.dbMu.RLock()
-	defer s.dbMu.RUnlock()
-	if err := s.failure(); err != nil {
-		return nil, err
-	}
+	defer unlock()
 	out := []spent.Record{}
 	if limit <= 0 {
 		return out, nil
@@ -474,4 +466,26 @@ func (p *syncPoint) wait(ctx context.Context) error {
 		return ctx.Err()
 	}
 	return p.err
+}
+
+// readLock takes the locks a read outside the decision path holds (the
+// store open, the engine not swapped) and checks that the store may be
+// read: ctx live, not closed, no failure. On success the caller must call
+// unlock when done.
+func (s *Store) readLock(ctx context.Context) (unlock func(), err error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.RLock()
+	if s.closed {
+		s.mu.RUnlock()
+		return nil, spent.ErrClosed
+	}
+	s.dbMu.RLock()
+	if err := s.failure(); err != nil {
+		s.dbMu.RUnlock()
+		s.mu.RUnlock()
+		return nil, err
+	}
+	return func() { s.dbMu.RUnlock(); s.mu.RUnlock() }, nil
 }
