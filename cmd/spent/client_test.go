@@ -63,7 +63,7 @@ func contains(t *testing.T, what, got string, wants ...string) {
 }
 
 func TestCLI(t *testing.T) {
-	cfg := WriteConfig(t, `
+	s, e, admin := serveWithTokens(t, `
 [namespaces.default]
 
 [namespaces.tickets]
@@ -74,19 +74,7 @@ max_expiry = "48h"
 [namespaces.payments]
 lease = "300ms"
 on_lease_expiry = "hold"
-store_raw_key = true
-
-[[tokens]]
-token = "claim-token-0123456789"
-scopes = ["claim"]
-
-[[tokens]]
-token = "admin-token-0123456789"
-scopes = ["admin"]
-`)
-	s := MustServe(t, t.TempDir(), nil, nil, "--config", cfg)
-	e := env{"SPENT_ADDR": s.Addr, "SPENT_TOKEN": "claim-token-0123456789"}
-	admin := env{"SPENT_ADDR": s.Addr, "SPENT_TOKEN": "admin-token-0123456789"}
+store_raw_key = true`)
 
 	t.Run("ClaimPrintsFreshThenReplayed", func(t *testing.T) {
 		out := MustRun(t, e, "claim", "order-1", "--result", `{"status":"paid"}`, "--place", "api-1")

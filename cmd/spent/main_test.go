@@ -124,3 +124,28 @@ func WriteConfig(tb testing.TB, text string) string {
 	}
 	return p
 }
+
+// Tokens of serveWithTokens: one with the claim scope, one with admin.
+const (
+	testClaimToken = "claim-token-0123456789"
+	testAdminToken = "admin-token-0123456789"
+)
+
+// serveWithTokens starts a server on the embedded store with the config
+// text conf plus two tokens, testClaimToken (claim) and testAdminToken
+// (admin), and returns it with the client environments of each token.
+func serveWithTokens(t *testing.T, conf string) (s *Server, claim, admin env) {
+	t.Helper()
+	cfg := WriteConfig(t, conf+`
+
+[[tokens]]
+token = "`+testClaimToken+`"
+scopes = ["claim"]
+
+[[tokens]]
+token = "`+testAdminToken+`"
+scopes = ["admin"]
+`)
+	s = MustServe(t, t.TempDir(), nil, nil, "--config", cfg)
+	return s, env{"SPENT_ADDR": s.Addr, "SPENT_TOKEN": testClaimToken}, env{"SPENT_ADDR": s.Addr, "SPENT_TOKEN": testAdminToken}
+}

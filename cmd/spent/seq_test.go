@@ -12,23 +12,11 @@ import (
 // store: the last N, around a counter and a range, as text and --json, and
 // the refusals with their exit statuses.
 func TestSeqCommand(t *testing.T) {
-	cfg := WriteConfig(t, `
+	_, claim, admin := serveWithTokens(t, `
 node = 3
 
 [namespaces.default]
-store_raw_key = true
-
-[[tokens]]
-token = "claim-token-0123456789"
-scopes = ["claim"]
-
-[[tokens]]
-token = "admin-token-0123456789"
-scopes = ["admin"]
-`)
-	s := MustServe(t, t.TempDir(), nil, nil, "--config", cfg)
-	claim := env{"SPENT_ADDR": s.Addr, "SPENT_TOKEN": "claim-token-0123456789"}
-	admin := env{"SPENT_ADDR": s.Addr, "SPENT_TOKEN": "admin-token-0123456789"}
+store_raw_key = true`)
 	var seqs []string
 	for i := range 10 {
 		l := parseOne(t, MustRun(t, claim, "claim", "--json", fmt.Sprint("order-", i), "--result", fmt.Sprint("paid ", i)))

@@ -69,7 +69,7 @@ func newBrowser(t *testing.T, timeout time.Duration) context.Context {
 // changed. It takes the screenshot of the docs.
 func TestConsoleBrowser(t *testing.T) {
 	mustChromium(t)
-	cfg := WriteConfig(t, `
+	s, claim, admin := serveWithTokens(t, `
 node = 7
 
 [namespaces.payments]
@@ -78,19 +78,7 @@ on_lease_expiry = "hold"
 
 [namespaces.tickets]
 mode = "refuse"
-retention = "1h"
-
-[[tokens]]
-token = "claim-token-0123456789"
-scopes = ["claim"]
-
-[[tokens]]
-token = "admin-token-0123456789"
-scopes = ["admin"]
-`)
-	s := MustServe(t, t.TempDir(), nil, nil, "--config", cfg)
-	claim := env{"SPENT_ADDR": s.Addr, "SPENT_TOKEN": "claim-token-0123456789"}
-	admin := env{"SPENT_ADDR": s.Addr, "SPENT_TOKEN": "admin-token-0123456789"}
+retention = "1h"`)
 
 	// Two two-step claims whose 300ms lease runs out: unknown outcomes.
 	p1 := parseOne(t, MustRun(t, claim, "claim", "--json", "-n", "payments", "pay-1", "--place", "checkout-eu"))
@@ -143,7 +131,7 @@ scopes = ["admin"]
 		if os.Getenv("SPENT_UPDATE_SCREENSHOT") == "1" {
 			// For the docs, a chart with lines: claims for three sampling
 			// intervals (10s each), then the page again.
-			traffic(t, s.Addr, "claim-token-0123456789", 32*time.Second)
+			traffic(t, s.Addr, testClaimToken, 32*time.Second)
 			err := chromedp.Do(ctx, chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS(row(p1.Hash))))
 			if err != nil {
 				t.Fatal(err)
