@@ -682,7 +682,10 @@ func (l *Ledger) complete(ctx context.Context, c Completion) (Record, error) {
 		if err != nil {
 			return Record{}, storeError(err)
 		}
-		return rec, l.auditEnd(ctx, AuditCompleted, c.Namespace, h, c.Seq, now)
+		if err := l.auditEnd(ctx, AuditCompleted, c.Namespace, h, c.Seq, now); err != nil {
+			return Record{}, err
+		}
+		return rec, nil
 	}
 	r, done, err := l.target(ctx, c.Namespace, c.Key, c.Hash, Ending{Seq: c.Seq, AnySeq: c.Seq.IsZero(), Result: result, Force: c.Force}, now)
 	if err != nil {
@@ -691,14 +694,20 @@ func (l *Ledger) complete(ctx context.Context, c Completion) (Record, error) {
 	if done {
 		// A completion retried after an ambiguous failure found its own
 		// result already stored: that is success, not a conflict.
-		return r, l.auditEnd(ctx, AuditCompleted, c.Namespace, r.Hash, r.Seq, now)
+		if err := l.auditEnd(ctx, AuditCompleted, c.Namespace, r.Hash, r.Seq, now); err != nil {
+			return Record{}, err
+		}
+		return r, nil
 	}
 	rec, err := l.store.Complete(ctx, r.Hash, r.Seq, result, now)
 	l.ended(r.Hash)
 	if err != nil {
 		return Record{}, storeError(err)
 	}
-	return rec, l.auditEnd(ctx, AuditCompleted, c.Namespace, r.Hash, r.Seq, now)
+	if err := l.auditEnd(ctx, AuditCompleted, c.Namespace, r.Hash, r.Seq, now); err != nil {
+		return Record{}, err
+	}
+	return rec, nil
 }
 
 // Release rolls back a fresh two-step claim: its key is forgotten, so the
