@@ -19,7 +19,9 @@
 # measures the bare engine: the same claims straight
 # into the ledger in process (no network, no RESP), one claim a call for
 # pipeline 1 and batches of 16 for pipeline 16, which bounds what any front
-# end over it can reach on this machine. It prints each run's requests per
+# end over it can reach on this machine; and at pipeline 16, Pebble alone
+# (resp's BenchmarkBarePebble: batches of 16 synced, with the store's three
+# keys a claim and with one). It prints each run's requests per
 # second and the ratios of the medians (spent / redis-server, bare engine /
 # redis-server, spent / bare engine), the CPU each used a request (the
 # servers' from /proc, redis-benchmark's and the bare engine's process's
@@ -117,11 +119,13 @@ wait_ping "$sport"
 # embedded store, in the same process, no network, from 64 goroutines, one
 # claim a call and batches of 16 (resp's BenchmarkClaim), on the same disk.
 go test -c -o "$work/resp.test" ./resp
-# bare NAME N prints the claims per second of the bare engine and the CPU
-# microseconds a claim of its whole process (the setup included).
+# bare NAME N prints the claims per second of the bare engine (NAME a
+# sub-benchmark of BenchmarkClaim, or BarePebble/keys-K: Pebble alone) and
+# the CPU microseconds a claim of its whole process (the setup included).
 bare() {
-	local out
-	out=$( { TIMEFORMAT='%U %S'; time (cd "$work" && TMPDIR="$work" ./resp.test -test.run '^$' -test.bench "Claim/$1\$" -test.benchtime "$2x" 2>/dev/null); } 2>&1)
+	local out bench="Claim/$1\$"
+	case $1 in BarePebble/*) bench="$1\$" ;; esac
+	out=$( { TIMEFORMAT='%U %S'; time (cd "$work" && TMPDIR="$work" ./resp.test -test.run '^$' -test.bench "$bench" -test.benchtime "$2x" 2>/dev/null); } 2>&1)
 	awk -v n="$2" '
 		/claims\/s/ { for (i = 1; i < NF; i++) if ($(i + 1) == "claims/s") rate = $i }
 		/^[0-9.]+ [0-9.]+$/ { split($0, c, " "); cpu = c[1] + c[2] }
@@ -164,6 +168,15 @@ for p in 1 16; do
 		echo "pipeline $p round $r bare engine: $v claims/s; CPU a claim: $bcpu µs"
 		got[bare-$p]+="$v "
 		got[bare-cpu-$p]+="$bcpu "
+		if [ "$p" = 16 ]; then
+			# Pebble alone, batches of 16, with the embedded store's three
+			# keys a claim and with one: the bound of any design over it.
+			for k in 3 1; do
+				read -r v bcpu <<<"$(bare BarePebble/keys-$k $((requests * 4)))"
+				echo "pipeline $p round $r bare Pebble, $k key(s) a claim: $v claims/s; CPU a claim: $bcpu µs"
+				got[pebble$k]+="$v "
+			done
+		fi
 	done
 done
 
@@ -178,4 +191,10 @@ for p in 1 16; do
 	echo "           bare handler (Go RESP server answering +OK, bench/bareresp) $h/s [${got[handler-$p]% }], handler/redis $(awk -v s="$h" -v r="$(median "${got[redis-$p]}")" 'BEGIN { printf "%.2f", s / r }'), spent/handler $(awk -v s="$(median "${got[spent-$p]}")" -v r="$h" 'BEGIN { printf "%.2f", s / r }')"
 	echo "pipeline $p: redis-server (appendfsync always) $r/s [${got[redis-$p]% }], spent $s/s [${got[spent-$p]% }], spent/redis $(awk -v s="$s" -v r="$r" 'BEGIN { printf "%.2f", s / r }')"
 	echo "           bare engine (in process, $([ "$p" = 1 ] && echo "one claim a call" || echo "batches of 16")) $e/s [${got[bare-$p]% }], bare/redis $(awk -v s="$e" -v r="$r" 'BEGIN { printf "%.2f", s / r }'), spent/bare $(awk -v s="$s" -v r="$e" 'BEGIN { printf "%.2f", s / r }')"
+	if [ "$p" = 16 ]; then
+		for k in 3 1; do
+			v=$(median "${got[pebble$k]}")
+			echo "           bare Pebble, $k key(s) a claim, batches of 16: $v/s [${got[pebble$k]% }], pebble/redis $(awk -v s="$v" -v r="$r" 'BEGIN { printf "%.2f", s / r }')"
+		done
+	fi
 done
