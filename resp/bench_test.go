@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/spentledger/spent"
+	"github.com/spentledger/spent/pebble"
 )
 
 // BenchmarkClaim measures claims of fresh keys from 64 goroutines over the
@@ -123,7 +124,10 @@ func BenchmarkClaim(b *testing.B) {
 func BenchmarkBarePebble(b *testing.B) {
 	for _, keys := range []int{1, 3} {
 		b.Run(fmt.Sprintf("keys-%d", keys), func(b *testing.B) {
-			po := &pdb.Options{CacheSize: 64 << 20, MemTableSize: 64 << 20, FormatMajorVersion: pdb.FormatValueSeparation}
+			// The embedded store's sizes; its format (pinned in the pebble
+			// package, unexported) is the newest of pebble v2.1.7.
+			so := pebble.DefaultOptions()
+			po := &pdb.Options{CacheSize: so.CacheSize, MemTableSize: so.MemTableSize, FormatMajorVersion: pdb.FormatValueSeparation}
 			for i := range po.Levels {
 				po.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 			}
