@@ -3,7 +3,8 @@
 # (issue 20), not run by CI.
 #
 # Each variant is LABEL=COMMAND, COMMAND being how to run a spent binary
-# ("./spent", or "env GOMAXPROCS=1 ./spent"). Round after round, each
+# ("/tmp/spent", or "env GOMAXPROCS=1 /tmp/spent"; it runs from the
+# repository's root). Round after round, each
 # variant in turn starts `spent serve` on a fresh embedded store (prefix
 # "key:" to a refuse namespace of 30 h retention, as bench/resp.sh) and
 # redis-benchmark sends it
@@ -25,6 +26,7 @@
 #   go build -o /tmp/spent ./cmd/spent
 #   bench/resp-ab.sh base=/tmp/spent "g1=env GOMAXPROCS=1 /tmp/spent"
 set -euo pipefail
+cd "$(dirname "$0")/.."
 
 pipeline=1
 requests=100000
@@ -53,27 +55,11 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+. bench/resp-common.sh
 sport=$(free_port)
 hport=$(free_port)
-cat >"$work/spent.toml" <<TOML
-listen = "127.0.0.1:$hport"
-resp_listen = "127.0.0.1:$sport"
-data = "$work/data"
-log_level = "warn"
+spent_config "$work/spent.toml" "$hport" "$sport" "$work/data"
 
-[namespaces.bench]
-mode = "refuse"
-retention = "30h"
-lease = "30s"
-on_lease_expiry = "hold"
-
-[resp]
-namespaces = { "key:" = "bench" }
-TOML
-
-tick=$(getconf CLK_TCK)
-cpu() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 declare -A got
 echo "== $(nproc) vCPU, $(uname -srm); pipeline $pipeline, $requests requests a run, 64 connections"
 for _ in $(seq "$rounds"); do
@@ -83,18 +69,15 @@ for _ in $(seq "$rounds"); do
 		# shellcheck disable=SC2086 # the command is words on purpose
 		${v#*=} serve --config "$work/spent.toml" >"$work/out" 2>&1 &
 		spid=$!
-		for _ in $(seq 100); do
-			redis-cli -p "$sport" PING 2>/dev/null | grep -q PONG && break
-			sleep 0.1
-		done
+		wait_ping "$sport"
 		pid=$spid # env, as a wrapper, execs spent in its own process
 		before=$(cpu "$pid")
 		rps=$(redis-benchmark -p "$sport" -c 64 -n "$requests" -P "$pipeline" -r 100000000 --csv \
 			SET 'key:__rand_int__' v NX EX 108000 2>/dev/null | awk -F'","' 'NR == 2 { gsub(/"/, "", $2); print $2 }')
 		after=$(cpu "$pid")
 		rounds_done=$(curl -s "127.0.0.1:$hport/metrics" | awk '/^spent_store_rounds_total/ { print $2 }')
-		awk -v l="$label" -v r="$rps" -v b="$before" -v a="$after" -v t="$tick" -v n="$requests" -v k="$rounds_done" \
-			'BEGIN { printf "%s: %s requests/s; server CPU %.1f µs a request; %.0f claims a round\n", l, r, (a - b) / t * 1e6 / n, n / k }'
+		awk -v l="$label" -v r="$rps" -v b="$before" -v a="$after" -v n="$requests" -v k="$rounds_done" \
+			'BEGIN { printf "%s: %s requests/s; server CPU %.1f µs a request; %.0f claims a round\n", l, r, (a - b) * 1e6 / n, n / k }'
 		got[$label]+="$rps "
 		kill "$spid"
 		wait "$spid" 2>/dev/null || true

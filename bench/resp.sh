@@ -65,15 +65,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-wait_ping() {
-	for _ in $(seq 100); do
-		redis-cli -p "$1" PING 2>/dev/null | grep -q PONG && return 0
-		sleep 0.1
-	done
-	echo "resp.sh: nothing answers PING on port $1" >&2
-	exit 1
-}
+. bench/resp-common.sh
 
 go build -o "$work/spent" ./cmd/spent
 go build -o "$work/bareresp" ./bench/bareresp
@@ -90,21 +82,7 @@ pids+=($rpid)
 
 sport=$(free_port)
 hport=$(free_port)
-cat >"$work/spent.toml" <<TOML
-listen = "127.0.0.1:$hport"
-resp_listen = "127.0.0.1:$sport"
-data = "$work/spent-data"
-log_level = "warn"
-
-[namespaces.bench]
-mode = "refuse"
-retention = "30h"
-lease = "30s"
-on_lease_expiry = "hold"
-
-[resp]
-namespaces = { "key:" = "bench" }
-TOML
+spent_config "$work/spent.toml" "$hport" "$sport" "$work/spent-data"
 "$work/spent" serve --config "$work/spent.toml" >"$work/spent.out" 2>"$work/spent.err" &
 spid=$!
 pids+=($spid)
@@ -132,9 +110,6 @@ bare() {
 		END { printf "%s %.1f\n", rate, cpu * 1e6 / n }' <<<"$out"
 }
 
-# cpu PID prints the CPU seconds (user + system) the process has used.
-tick=$(getconf CLK_TCK)
-cpu() { awk -v t="$tick" '{ print ($14 + $15) / t }' "/proc/$1/stat"; }
 
 # run NAME PORT PIPELINE PID prints the requests per second of one run, the
 # server's CPU microseconds a request (PID's) and redis-benchmark's.
