@@ -4,10 +4,11 @@
 # free_port prints a loopback port free at the moment.
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
-# wait_ping waits until a RESP server answers PING on port $1, or exits.
+# wait_ping waits until a RESP server answers PING on port $1 with $2
+# (PONG unless given: bench/bareresp answers OK), or exits.
 wait_ping() {
 	for _ in $(seq 100); do
-		redis-cli -p "$1" PING 2>/dev/null | grep -q PONG && return 0
+		redis-cli -p "$1" PING 2>/dev/null | grep -qx "${2:-PONG}" && return 0
 		sleep 0.1
 	done
 	echo "$(basename "$0"): nothing answers PING on port $1" >&2

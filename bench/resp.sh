@@ -15,7 +15,11 @@
 # alternating the servers so that a slow moment of the machine falls on
 # both, and against bench/bareresp, the bare handler: a Go RESP server with
 # one goroutine a connection, as spent's, that answers +OK and keeps
-# nothing, the ceiling of a Go front end on the machine. Each round also
+# nothing, the ceiling of a Go front end on the machine; and against
+# bench/bareresp --pebble --group, the bare handler over Pebble: the same
+# server committing the SETs it has read to Pebble, synced, from one
+# goroutine, three keys a SET as the embedded store writes (and one key),
+# with no spent code, the floor of a Go front end over Pebble. Each round also
 # measures the bare engine: the same claims straight
 # into the ledger in process (no network, no RESP), one claim a call for
 # pipeline 1 and batches of 16 for pipeline 16, which bounds what any front
@@ -90,8 +94,21 @@ bport=$(free_port)
 "$work/bareresp" --listen "127.0.0.1:$bport" &
 bpid=$!
 pids+=($bpid)
+# The bare handler over Pebble, with the embedded store's three keys a SET
+# and with one.
+p3port=$(free_port)
+"$work/bareresp" --listen "127.0.0.1:$p3port" --pebble "$work/bare-pebble-3" --group --keys 3 &
+p3pid=$!
+pids+=($p3pid)
+p1port=$(free_port)
+"$work/bareresp" --listen "127.0.0.1:$p1port" --pebble "$work/bare-pebble-1" --group --keys 1 &
+p1pid=$!
+pids+=($p1pid)
 wait_ping "$rport"
 wait_ping "$sport"
+wait_ping "$bport" OK
+wait_ping "$p3port" OK
+wait_ping "$p1port" OK
 
 # The bare engine: the same claims straight into the ledger over the
 # embedded store, in the same process, no network, from 64 goroutines, one
@@ -129,10 +146,12 @@ run() {
 declare -A got
 for p in 1 16; do
 	for r in $(seq "$rounds"); do
-		for s in redis spent handler; do
+		for s in redis spent handler hpebble3 hpebble1; do
 			port=$rport pid=$rpid
 			[ $s = spent ] && port=$sport pid=$spid
 			[ $s = handler ] && port=$bport pid=$bpid
+			[ $s = hpebble3 ] && port=$p3port pid=$p3pid
+			[ $s = hpebble1 ] && port=$p1port pid=$p1pid
 			read -r v scpu ccpu <<<"$(run $s "$port" $p "$pid")"
 			echo "pipeline $p round $r $s: $v requests/s; CPU a request: server $scpu µs, redis-benchmark $ccpu µs"
 			got[$s-$p]+="$v "
@@ -162,8 +181,12 @@ for p in 1 16; do
 	s=$(median "${got[spent-$p]}")
 	e=$(median "${got[bare-$p]}")
 	h=$(median "${got[handler-$p]}")
-	echo "pipeline $p: CPU µs a request (medians): redis-server $(median "${got[redis-cpu-$p]}"), spent $(median "${got[spent-cpu-$p]}"), bare handler $(median "${got[handler-cpu-$p]}"), bare engine $(median "${got[bare-cpu-$p]}"); redis-benchmark $(median "${got[client-cpu-redis-$p]}") against redis-server, $(median "${got[client-cpu-spent-$p]}") against spent, $(median "${got[client-cpu-handler-$p]}") against the bare handler"
+	echo "pipeline $p: CPU µs a request (medians): redis-server $(median "${got[redis-cpu-$p]}"), spent $(median "${got[spent-cpu-$p]}"), bare handler $(median "${got[handler-cpu-$p]}"), bare handler over Pebble (3 keys) $(median "${got[hpebble3-cpu-$p]}"), bare engine $(median "${got[bare-cpu-$p]}"); redis-benchmark $(median "${got[client-cpu-redis-$p]}") against redis-server, $(median "${got[client-cpu-spent-$p]}") against spent, $(median "${got[client-cpu-handler-$p]}") against the bare handler"
 	echo "           bare handler (Go RESP server answering +OK, bench/bareresp) $h/s [${got[handler-$p]% }], handler/redis $(awk -v s="$h" -v r="$(median "${got[redis-$p]}")" 'BEGIN { printf "%.2f", s / r }'), spent/handler $(awk -v s="$(median "${got[spent-$p]}")" -v r="$h" 'BEGIN { printf "%.2f", s / r }')"
+	for k in 3 1; do
+		hp=$(median "${got[hpebble$k-$p]}")
+		echo "           bare handler over Pebble (bench/bareresp --pebble --group, $k key(s) a SET, synced, no spent code) $hp/s [${got[hpebble$k-$p]% }], it/redis $(awk -v s="$hp" -v r="$(median "${got[redis-$p]}")" 'BEGIN { printf "%.2f", s / r }'), spent/it $(awk -v s="$(median "${got[spent-$p]}")" -v r="$hp" 'BEGIN { printf "%.2f", s / r }')"
+	done
 	echo "pipeline $p: redis-server (appendfsync always) $r/s [${got[redis-$p]% }], spent $s/s [${got[spent-$p]% }], spent/redis $(awk -v s="$s" -v r="$r" 'BEGIN { printf "%.2f", s / r }')"
 	echo "           bare engine (in process, $([ "$p" = 1 ] && echo "one claim a call" || echo "batches of 16")) $e/s [${got[bare-$p]% }], bare/redis $(awk -v s="$e" -v r="$r" 'BEGIN { printf "%.2f", s / r }'), spent/bare $(awk -v s="$s" -v r="$e" 'BEGIN { printf "%.2f", s / r }')"
 	if [ "$p" = 16 ]; then
