@@ -30,6 +30,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"flag"
+	"fmt"
 	"io"
 	"log"
 	"net"
@@ -50,22 +51,9 @@ func main() {
 	flag.Parse()
 	var st *store
 	if *dir != "" {
-		if *keys != 1 && *keys != 3 {
-			log.Fatalf("--keys %d: want 1 or 3", *keys)
-		}
-		so := pebble.DefaultOptions()
-		po := &pdb.Options{CacheSize: so.CacheSize, MemTableSize: so.MemTableSize, FormatMajorVersion: pdb.FormatValueSeparation, Logger: quiet{}}
-		for i := range po.Levels {
-			po.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
-		}
-		db, err := pdb.Open(*dir, po)
-		if err != nil {
+		var err error
+		if st, err = openStore(*dir, *keys, *group); err != nil {
 			log.Fatal(err)
-		}
-		st = &store{db: db, keys: *keys}
-		if *group {
-			st.queue = make(chan *pending, 1024)
-			go st.commit()
 		}
 	}
 	ln, err := net.Listen("tcp", *listen)
@@ -79,6 +67,29 @@ func main() {
 		}
 		go serve(c, st)
 	}
+}
+
+// openStore opens the Pebble database of --pebble in dir, with the
+// embedded store's cache and memtable sizes, format and filters.
+func openStore(dir string, keys int, group bool) (*store, error) {
+	if keys != 1 && keys != 3 {
+		return nil, fmt.Errorf("--keys %d: want 1 or 3", keys)
+	}
+	so := pebble.DefaultOptions()
+	po := &pdb.Options{CacheSize: so.CacheSize, MemTableSize: so.MemTableSize, FormatMajorVersion: pdb.FormatValueSeparation, Logger: quiet{}}
+	for i := range po.Levels {
+		po.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+	}
+	db, err := pdb.Open(dir, po)
+	if err != nil {
+		return nil, err
+	}
+	st := &store{db: db, keys: keys}
+	if group {
+		st.queue = make(chan *pending, 1024)
+		go st.commit()
+	}
+	return st, nil
 }
 
 // quiet drops Pebble's informational messages.
@@ -181,7 +192,7 @@ func serve(c net.Conn, st *store) {
 		if err != nil {
 			return
 		}
-		if st != nil {
+		if st != nil && key != nil {
 			if b == nil {
 				b = st.db.NewBatch()
 			}
@@ -206,7 +217,7 @@ func serve(c net.Conn, st *store) {
 }
 
 // command reads one command and returns its second argument (a SET's key),
-// or nil. The key is valid until the next read.
+// or nil: an inline command, or one with no second argument. The key is valid until the next read.
 func command(r *bufio.Reader) ([]byte, error) {
 	line, err := r.ReadSlice('\n')
 	if err != nil {
