@@ -98,12 +98,29 @@ func (is *Issuer) KeyList(now time.Time) (*KeyList, error) {
 	return l, nil
 }
 
-// Register mounts the issuer's four endpoints on mux.
+// Register mounts the issuer's four endpoints on mux. A request to one of
+// them with another method is answered 405 with an Allow header, whatever
+// else mux serves (a catch-all "/" included).
 func (is *Issuer) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET "+KeysPath, is.serveKeys)
 	mux.HandleFunc("POST "+ChallengePath, is.serveChallenge)
 	mux.HandleFunc("POST "+IssuePath, func(w http.ResponseWriter, r *http.Request) { is.serveRequest(w, r, is.Issue) })
 	mux.HandleFunc("POST "+SpendPath, func(w http.ResponseWriter, r *http.Request) { is.serveRequest(w, r, is.Spend) })
+	mux.HandleFunc(KeysPath, methodNotAllowed("GET, HEAD"))
+	for _, p := range []string{ChallengePath, IssuePath, SpendPath} {
+		mux.HandleFunc(p, methodNotAllowed("POST"))
+	}
+}
+
+// methodNotAllowed answers 405 (code bad_request), naming the methods
+// allowed.
+func methodNotAllowed(allow string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Allow", allow)
+		e := errorf(CodeBadRequest, nil, "method %s not allowed; use %s", spent.QuoteInput(r.Method), allow)
+		e.Status, e.Title = http.StatusMethodNotAllowed, "Method not allowed"
+		writeError(w, e)
+	}
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

@@ -3,9 +3,12 @@ package ecash_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -387,5 +390,60 @@ func TestIssuersShareKeys(t *testing.T) {
 	again, err := ea.client.Send(ctx, ecash.SpendPath, body)
 	if err != nil || !again.Replayed || !bytes.Equal(again.Response, first.Response) {
 		t.Fatalf("replay at the first issuer: %v", err)
+	}
+}
+
+// TestWrongMethod sends each endpoint a method it does not serve, through a
+// mux with a catch-all as spent serve has, and expects 405 with an Allow
+// header and a problem naming the method.
+func TestWrongMethod(t *testing.T) {
+	e := newEnv(t, nil, nil)
+	mux := http.NewServeMux()
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { http.NotFound(w, r) })
+	e.iss.Register(mux)
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	for _, tc := range []struct{ method, path, allow string }{
+		{http.MethodPost, ecash.KeysPath, "GET, HEAD"},
+		{http.MethodDelete, ecash.KeysPath, "GET, HEAD"},
+		{http.MethodGet, ecash.ChallengePath, "POST"},
+		{http.MethodGet, ecash.IssuePath, "POST"},
+		{http.MethodPut, ecash.SpendPath, "POST"},
+	} {
+		req, err := http.NewRequest(tc.method, srv.URL+tc.path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusMethodNotAllowed {
+			t.Errorf("%s %s: status %d, want 405: %s", tc.method, tc.path, resp.StatusCode, body)
+			continue
+		}
+		if got := resp.Header.Get("Allow"); got != tc.allow {
+			t.Errorf("%s %s: Allow %q, want %q", tc.method, tc.path, got, tc.allow)
+		}
+		if ct := resp.Header.Get("Content-Type"); ct != "application/problem+json" {
+			t.Errorf("%s %s: Content-Type %q, want application/problem+json", tc.method, tc.path, ct)
+		}
+		var p struct {
+			Code   string `json:"code"`
+			Status int    `json:"status"`
+			Detail string `json:"detail"`
+		}
+		if err := json.Unmarshal(body, &p); err != nil {
+			t.Fatalf("%s %s: %v: %s", tc.method, tc.path, err, body)
+		}
+		if p.Code != ecash.CodeBadRequest || p.Status != 405 || !strings.Contains(p.Detail, tc.method) {
+			t.Errorf("%s %s: problem %+v, want code bad_request, status 405, the method named", tc.method, tc.path, p)
+		}
+	}
+	// The endpoints still answer their own methods.
+	if _, err := e.client.Keys(context.Background()); err != nil {
+		t.Errorf("GET %s: %v", ecash.KeysPath, err)
 	}
 }

@@ -255,6 +255,9 @@ func (c *checker) checkUnrouted(req *http.Request, resp *http.Response, body []b
 		if req.URL.Path == privacypass.RedeemPath || strings.HasPrefix(req.URL.Path, "/token-request") || strings.HasPrefix(req.URL.Path, "/.well-known/") {
 			name = "PrivacyPassMethodNotAllowed"
 		}
+		if strings.HasPrefix(req.URL.Path, "/v1/ecash/") {
+			name = "EcashMethodNotAllowed"
+		}
 	}
 	rr := c.doc.Components.Responses[name].Value
 	mt := rr.Content.Get(resp.Header.Get("Content-Type"))
@@ -828,7 +831,9 @@ func ecashExchanges(t *testing.T, c *checker, addr string) {
 	c.call("HEAD", addr+ecash.KeysPath, "", "", nil, true)
 	c.want(200, "")
 	c.call("POST", addr+ecash.KeysPath, bin, "", []byte{}, false)
-	c.want(404, "invalid")
+	c.want(405, "bad_request")
+	c.call("GET", addr+ecash.SpendPath, "", "", nil, false)
+	c.want(405, "bad_request")
 }
 
 // failingStoreExchanges starts a server whose store fails one claim of a
