@@ -221,3 +221,26 @@ func BenchmarkBareHandler(b *testing.B) {
 		benchBatch(b, benchClient(ts.URL, batchWorkers))
 	})
 }
+
+// BenchmarkInstrumentOuter measures what InstrumentOuter, which spent serve
+// puts in front of everything, adds to a request that a handler in front
+// answers itself (the case it counts): the bare handler alone, and behind
+// InstrumentOuter, side by side, in process with no network.
+//
+//	go test ./http -run '^$' -bench InstrumentOuter -count 3
+func BenchmarkInstrumentOuter(b *testing.B) {
+	s := MustServe(b, sphttp.DefaultConfig()).server
+	h := bareHandler([]byte(bareAnswer + "\n"))
+	for _, c := range []struct {
+		name string
+		h    http.Handler
+	}{{"bare", h}, {"outer", s.InstrumentOuter(nil, h)}} {
+		b.Run(c.name, func(b *testing.B) {
+			req := httptest.NewRequest(http.MethodPost, "/v1/claim", nil)
+			b.ReportAllocs()
+			for b.Loop() {
+				c.h.ServeHTTP(httptest.NewRecorder(), req)
+			}
+		})
+	}
+}

@@ -154,6 +154,10 @@ func request(tb testing.TB, method, url string, body io.Reader, headers ...strin
 		tb.Fatal(err)
 	}
 	for i := 0; i+1 < len(headers); i += 2 {
+		if headers[i] == "Host" {
+			req.Host = headers[i+1] // the client sends req.Host, not the header
+			continue
+		}
 		req.Header.Set(headers[i], headers[i+1])
 	}
 	resp, err := http.DefaultClient.Do(req)

@@ -1,6 +1,7 @@
 package http
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strconv"
@@ -262,7 +263,42 @@ func (s *Server) Instrument(mux *http.ServeMux) http.Handler {
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 		mux.ServeHTTP(sw, r)
 		s.m.patternRequest(patternRoute(pattern), sw.status, time.Since(start))
+		markCounted(r)
 	})
+}
+
+// InstrumentOuter returns h, the whole handler of a server (s, or
+// [Server.Instrument] over mux, behind the guards [LimitBodies] and
+// [LoopbackOnly] and any other handler in front), counting in
+// MetricRequests and MetricRequestDuration the requests that s and
+// Instrument did not count: those a guard refused (413 or 503 for the body
+// budget, 421 for a Host that is not loopback) and those a handler in front
+// answered itself. Each is counted under the route [Server.Route] gives it
+// (mux may be nil), so that a refusal shows under the route it was meant
+// for. A request is counted once, whoever answers it.
+func (s *Server) InstrumentOuter(mux *http.ServeMux, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		counted := false
+		r = r.WithContext(context.WithValue(r.Context(), countedKey{}, &counted))
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		h.ServeHTTP(sw, r)
+		if !counted {
+			s.m.patternRequest(s.Route(mux, r), sw.status, time.Since(start))
+		}
+	})
+}
+
+// countedKey is the context key under which InstrumentOuter leaves a flag
+// for the handlers that count a request to set.
+type countedKey struct{}
+
+// markCounted tells an InstrumentOuter in front, if any, that r has been
+// counted.
+func markCounted(r *http.Request) {
+	if p, ok := r.Context().Value(countedKey{}).(*bool); ok {
+		*p = true
+	}
 }
 
 // Route returns the route of r as the metrics label it (and as traces may

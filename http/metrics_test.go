@@ -117,6 +117,48 @@ func TestMetricsSharedRegistry(t *testing.T) {
 	}
 }
 
+func TestMetricsInstrumentOuter(t *testing.T) {
+	// The guards' refusals are counted under the route they were meant for,
+	// and every request once, whoever answers it: the API, a route beside
+	// it, a guard.
+	e := MustServe(t, sphttp.DefaultConfig())
+	mux := http.NewServeMux()
+	mux.Handle("/", e.server)
+	mux.HandleFunc("GET /extra/{id}", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) })
+	h, err := sphttp.LimitBodies(e.server.Instrument(mux), 1<<20, 1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(e.server.InstrumentOuter(mux, sphttp.LoopbackOnly(h)))
+	t.Cleanup(ts.Close)
+
+	json := []string{"Content-Type", "application/json"}
+	wantOK(t, request(t, http.MethodPost, ts.URL+"/v1/claim", strings.NewReader(`{"namespace":"echo","key":"a"}`), json...))
+	big := `{"namespace":"echo","key":"b","result":"` + strings.Repeat("x", 2000) + `"}`
+	if a := request(t, http.MethodPost, ts.URL+"/v1/claim", strings.NewReader(big), json...); a.status != http.StatusRequestEntityTooLarge {
+		t.Fatalf("a body past the limit: got %d, want 413", a.status)
+	}
+	if a := request(t, http.MethodPost, ts.URL+"/v1/claim", strings.NewReader(`{"namespace":"echo","key":"c"}`), append(json, "Host", "rebound.example")...); a.status != http.StatusMisdirectedRequest {
+		t.Fatalf("a Host that is not loopback: got %d, want 421", a.status)
+	}
+	request(t, http.MethodGet, ts.URL+"/extra/1", nil)
+	if a := request(t, http.MethodGet, ts.URL+"/extra/2", nil, "Host", "rebound.example"); a.status != http.StatusMisdirectedRequest {
+		t.Fatalf("a Host that is not loopback, beside the API: got %d, want 421", a.status)
+	}
+	request(t, http.MethodGet, ts.URL+"/nowhere", nil)
+
+	m := scrape(t, ts.URL)
+	wantSample(t, m, `spent_http_requests_total{code="200",route="/v1/claim"}`, 1)
+	wantSample(t, m, `spent_http_requests_total{code="413",route="/v1/claim"}`, 1)
+	wantSample(t, m, `spent_http_requests_total{code="421",route="/v1/claim"}`, 1)
+	wantSample(t, m, `spent_http_request_duration_seconds_count{route="/v1/claim"}`, 3)
+	wantSample(t, m, `spent_http_requests_total{code="200",route="/extra/{id}"}`, 1)
+	wantSample(t, m, `spent_http_requests_total{code="421",route="/extra/{id}"}`, 1)
+	wantSample(t, m, `spent_http_request_duration_seconds_count{route="/extra/{id}"}`, 2)
+	wantSample(t, m, `spent_http_requests_total{code="404",route="other"}`, 1)
+	wantSample(t, m, `spent_http_request_duration_seconds_count{route="other"}`, 1)
+}
+
 func TestMetricsInstrument(t *testing.T) {
 	// Routes mounted beside the API are counted under the path of their
 	// pattern, never the request's path; the API's requests are counted

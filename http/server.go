@@ -262,6 +262,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			status = s.fail(w, x, rt, spent.Errorf(spent.EInternal, "internal error"))
 		}
 		s.m.request(rt, status, time.Since(start))
+		markCounted(r)
 		s.release(x)
 	}()
 	switch rt {

@@ -443,6 +443,9 @@ func (m *Main) handler(ctx context.Context, cfg serveConfig, n *node.Node, reg *
 	if len(cfg.Tokens) == 0 {
 		handler = sphttp.LoopbackOnly(handler)
 	}
+	// The guards' refusals, and the console's pages, in the request
+	// metrics too.
+	handler = api.InstrumentOuter(mux, handler)
 	if m.WrapHandler != nil {
 		handler = m.WrapHandler(handler)
 	}
