@@ -61,7 +61,11 @@
 //     damaged fence.
 //   - On a shared store, the node holds a lease on its node number, renewed
 //     at each fence advance; Open refuses a node whose live lease another
-//     data directory holds ([ErrNodeInUse]).
+//     data directory holds ([ErrNodeInUse]). A running node whose renewal
+//     finds another data directory's lease (it was stopped, or cut off,
+//     for longer than its lease, and another server took the node) has
+//     lost it: [Node.Lost] is closed, [Node.LostErr] says why, Ready fails,
+//     and the fence stops advancing. The server must stop.
 //   - A crash or a failure at any step of the fence's advance or of [Retire]
 //     is finished by the next advance, a plain restart or a rerun: a canary
 //     the node wrote but did not record is recognised by its proof (an HMAC

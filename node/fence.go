@@ -352,8 +352,10 @@ func (f *fence) releaseOld(ctx context.Context, now time.Time) {
 
 // run advances the fence every interval until ctx ends. A failure is logged
 // and retried at the next tick: the fence then lags, which widens the window
-// of an unnoticed restore but never refuses a good store.
-func (f *fence) run(ctx context.Context, every time.Duration) {
+// of an unnoticed restore but never refuses a good store. A renewal of the
+// node lease that finds another server's lease (ErrNodeInUse) is no passing
+// failure: run reports it to lost and stops.
+func (f *fence) run(ctx context.Context, every time.Duration, lost func(error)) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -362,6 +364,10 @@ func (f *fence) run(ctx context.Context, every time.Duration) {
 			return
 		case <-t.C:
 			if err := f.advance(ctx); err != nil && ctx.Err() == nil {
+				if errors.Is(err, ErrNodeInUse) {
+					lost(err)
+					return
+				}
 				f.log.Warn("fence: advancing failed; retrying at the next interval", "err", err)
 			}
 		}

@@ -34,6 +34,11 @@ type Node struct {
 	newStoreDir bool
 
 	stopping atomic.Bool
+	// lost is closed once the node's lease has gone to another server;
+	// lostErr, written before, says how.
+	lost     chan struct{}
+	lostOnce sync.Once
+	lostErr  error
 	// stop ends the background work; done is closed once it has ended.
 	stop context.CancelFunc
 	done sync.WaitGroup
@@ -57,7 +62,7 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, log: cfg.Logger}
+	n := &Node{cfg: cfg, log: cfg.Logger, lost: make(chan struct{})}
 	// The lock comes first: nothing in the data directory is touched while
 	// another process uses it.
 	lock, err := lockDataDir(cfg.Dir, true, cfg.InUseHint)
@@ -173,8 +178,39 @@ func (n *Node) start() {
 	}()
 	go func() {
 		defer n.done.Done()
-		n.fence.run(ctx, n.cfg.FenceInterval)
+		n.fence.run(ctx, n.cfg.FenceInterval, n.loseLease)
 	}()
+}
+
+// loseLease records that another server holds the node's lease (err, a
+// renewal's ErrNodeInUse), once.
+func (n *Node) loseLease(err error) {
+	n.lostOnce.Do(func() {
+		n.lostErr = fmt.Errorf("node %d lost its lease on the shared store while running: this server did not renew it in time "+
+			"(paused, or cut off from the store, for longer than the lease) and another server took the node. This server must stop. %w",
+			n.cfg.Ledger.Node, err)
+		n.log.Error("node lease lost: stop this server", "err", n.lostErr)
+		close(n.lost)
+	})
+}
+
+// Lost returns a channel that is closed when the node has lost its lease on
+// a shared store to another server: a renewal found the other server's
+// lease (its clock ran past this one's, after a pause, say). The server
+// must then stop, since both would write seqs of one node: spent serve
+// shuts down and exits with [Node.LostErr]. Ready fails from then on. On
+// the embedded store, which holds no lease, it is never closed.
+func (n *Node) Lost() <-chan struct{} { return n.lost }
+
+// LostErr returns why the node's lease was lost, naming the server that
+// holds it now, or nil while it is held.
+func (n *Node) LostErr() error {
+	select {
+	case <-n.lost:
+		return n.lostErr
+	default:
+		return nil
+	}
 }
 
 // abort releases what a failed Open took, in reverse order.
@@ -216,6 +252,9 @@ func (n *Node) Ready(ctx context.Context) error {
 	if n.stopping.Load() {
 		return errors.New("shutting down")
 	}
+	if err := n.LostErr(); err != nil {
+		return err
+	}
 	// A read of a key nobody holds proves the store answers.
 	_, err := n.opened.Store.Get(ctx, spent.Hash{}, n.ledger.Now())
 	if err != nil && !errors.Is(err, spent.ErrNotFound) {
@@ -239,9 +278,13 @@ func (n *Node) Close() error {
 		n.Drain()
 		n.stop()
 		n.done.Wait()
-		// Every request has finished: a last canary covers all they wrote.
-		if err := n.fence.advance(context.Background()); err != nil {
-			n.log.Warn("fence: last advance before stopping", "err", err)
+		// Every request has finished: a last canary covers all they wrote
+		// (unless the node's lease is lost: an advance renews it first,
+		// and would only fail again).
+		if n.LostErr() == nil {
+			if err := n.fence.advance(context.Background()); err != nil {
+				n.log.Warn("fence: last advance before stopping", "err", err)
+			}
 		}
 		n.fence.close(context.Background())
 		if err := n.opened.Store.Close(); err != nil {

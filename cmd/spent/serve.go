@@ -281,6 +281,7 @@ func (m *Main) serve(ctx context.Context, cfg serveConfig, newFence bool) error 
 		}
 		select {
 		case <-ctx.Done():
+		case <-n.Lost():
 		case <-httpDone:
 		}
 		rctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
@@ -481,6 +482,11 @@ func shutdown(ctx context.Context, cfg serveConfig, n *node.Node, srv *http.Serv
 	case err := <-serveErr:
 		// Serve failed on its own; shut down what it left running.
 		runErr = fmt.Errorf("http server: %w", err)
+	case <-n.Lost():
+		// Another server took this one's node on the shared store: stop
+		// (fail closed) rather than write seqs of a node two servers use.
+		log.Error("shutting down: the node lease is lost", "timeout", cfg.ShutdownTimeout)
+		runErr = n.LostErr()
 	}
 	n.Drain()
 	// Waiting claims answer in_progress now rather than hold the shutdown
