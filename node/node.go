@@ -196,7 +196,8 @@ func (n *Node) loseLease(err error) {
 
 // Lost returns a channel that is closed when the node has lost its lease on
 // a shared store to another server: a renewal found the other server's
-// lease (its clock ran past this one's, after a pause, say). The server
+// lease (this one was paused, or cut off from the store, for longer than
+// its lease, and the other took the node meanwhile). The server
 // must then stop, since both would write seqs of one node: spent serve
 // shuts down and exits with [Node.LostErr]. Ready fails from then on. On
 // the embedded store, which holds no lease, it is never closed.
