@@ -3,7 +3,6 @@ package resp_test
 import (
 	"context"
 	"crypto/rand"
-	"encoding/binary"
 	"fmt"
 	"runtime"
 	"sync/atomic"
@@ -11,11 +10,10 @@ import (
 	"time"
 
 	pdb "github.com/cockroachdb/pebble/v2"
-	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/spentledger/spent"
-	"github.com/spentledger/spent/pebble"
+	"github.com/spentledger/spent/internal/barepebble"
 )
 
 // BenchmarkClaim measures claims of fresh keys from 64 goroutines over the
@@ -114,49 +112,35 @@ func BenchmarkClaim(b *testing.B) {
 // BenchmarkBarePebble measures Pebble alone, with the options of the
 // embedded store, as the bound of any front end over it: 64 goroutines each
 // commit batches of 16 "claims" with a synced write, and no spent code runs.
-// With keys-1 a claim writes one key (a 33-byte hash, a 60-byte value), the
-// least a durable index of claims can write; with keys-3 it writes as many
-// keys as the embedded store does (the record, its expiry index entry and
-// its seq index entry). Compare its claims/s with BenchmarkClaim's
+// With keys-1 a claim writes one key, the least a durable index of claims
+// can write; with keys-3 it writes as many keys as the embedded store does
+// (barepebble.SetClaim). Compare its claims/s with BenchmarkClaim's
 // ledger-batch-16 in the same run:
 //
 //	go test ./resp -run '^$' -bench 'BarePebble|Claim/ledger-batch-16' -benchtime 800000x -count 2
 func BenchmarkBarePebble(b *testing.B) {
 	for _, keys := range []int{1, 3} {
 		b.Run(fmt.Sprintf("keys-%d", keys), func(b *testing.B) {
-			// The embedded store's sizes; its format (pinned in the pebble
-			// package, unexported) is the newest of pebble v2.1.7.
-			so := pebble.DefaultOptions()
-			po := &pdb.Options{CacheSize: so.CacheSize, MemTableSize: so.MemTableSize, FormatMajorVersion: pdb.FormatValueSeparation}
-			for i := range po.Levels {
-				po.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
-			}
-			db, err := pdb.Open(b.TempDir(), po)
+			db, err := pdb.Open(b.TempDir(), barepebble.ClaimOptions())
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer db.Close()
 			var seq atomic.Uint64
-			val := make([]byte, 60)
 			b.SetParallelism(max(1, 64/runtime.GOMAXPROCS(0)))
 			b.ResetTimer()
 			var done atomic.Int64
 			b.RunParallel(func(pb *testing.PB) {
-				var h [33]byte
-				x := make([]byte, 0, 48)
+				var h [32]byte
 				for {
 					bt := db.NewBatch()
-					exp := uint64(time.Now().Add(30 * time.Hour).Unix())
+					exp := time.Now().Add(30 * time.Hour)
 					n := 0
 					for n < 16 && pb.Next() {
-						h[0] = 'r'
-						rand.Read(h[1:])
-						bt.Set(h[:], val, nil)
-						if keys == 3 {
-							x = binary.BigEndian.AppendUint64(append(x[:0], 'x'), exp)
-							bt.Set(append(x, h[1:]...), nil, nil)
-							x = binary.BigEndian.AppendUint64(append(x[:0], 's', 0, 0, 0, 1), seq.Add(1))
-							bt.Set(x, h[1:], nil)
+						rand.Read(h[:])
+						if err := barepebble.SetClaim(bt, &h, exp, seq.Add(1), keys == 3); err != nil {
+							b.Error(err)
+							return
 						}
 						n++
 					}

@@ -12,9 +12,9 @@
 // With --pebble DIR it is the floor of a Go RESP server over Pebble instead:
 // the commands read together become one Pebble batch, committed with a
 // synced write before their replies, each command writing as many keys as
-// the embedded store writes for a claim (--keys, 3 by default: a record
-// under a 33-byte hash of the command's key, its expiry index entry and a
-// seq index entry). Each connection commits its own batch, and Pebble's
+// the embedded store writes for a claim (--keys, 3 by default: the record
+// under the SHA-256 of the command's key, its expiry index entry and a seq
+// index entry, as barepebble.SetClaim writes them). Each connection commits its own batch, and Pebble's
 // commit pipeline groups the connections' syncs; with --group, connections
 // hand their batches to one goroutine instead, which commits every batch
 // queued as one synced Pebble batch, as Redis writes and syncs the commands
@@ -28,7 +28,6 @@ package main
 import (
 	"bufio"
 	"crypto/sha256"
-	"encoding/binary"
 	"flag"
 	"fmt"
 	"io"
@@ -39,8 +38,7 @@ import (
 	"time"
 
 	pdb "github.com/cockroachdb/pebble/v2"
-	"github.com/cockroachdb/pebble/v2/bloom"
-	"github.com/spentledger/spent/pebble"
+	"github.com/spentledger/spent/internal/barepebble"
 )
 
 func main() {
@@ -70,17 +68,12 @@ func main() {
 }
 
 // openStore opens the Pebble database of --pebble in dir, with the
-// embedded store's cache and memtable sizes, format and filters.
+// options of barepebble.ClaimOptions.
 func openStore(dir string, keys int, group bool) (*store, error) {
 	if keys != 1 && keys != 3 {
 		return nil, fmt.Errorf("--keys %d: want 1 or 3", keys)
 	}
-	so := pebble.DefaultOptions()
-	po := &pdb.Options{CacheSize: so.CacheSize, MemTableSize: so.MemTableSize, FormatMajorVersion: pdb.FormatValueSeparation, Logger: quiet{}}
-	for i := range po.Levels {
-		po.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
-	}
-	db, err := pdb.Open(dir, po)
+	db, err := pdb.Open(dir, barepebble.ClaimOptions())
 	if err != nil {
 		return nil, err
 	}
@@ -91,15 +84,6 @@ func openStore(dir string, keys int, group bool) (*store, error) {
 	}
 	return st, nil
 }
-
-// quiet drops Pebble's informational messages.
-type quiet struct{}
-
-func (quiet) Infof(string, ...any) {}
-
-func (quiet) Errorf(format string, args ...any) { log.Printf(format, args...) }
-
-func (quiet) Fatalf(format string, args ...any) { log.Fatalf(format, args...) }
 
 // store is the Pebble database of --pebble.
 type store struct {
@@ -158,25 +142,9 @@ func (s *store) write(b *pdb.Batch, p *pending) error {
 }
 
 // add stages the writes of one command whose key is key in b.
-func (s *store) add(b *pdb.Batch, key []byte) {
-	var h [1 + sha256.Size]byte
-	h[0] = 'r'
-	sum := sha256.Sum256(key)
-	copy(h[1:], sum[:])
-	var val [60]byte
-	b.Set(h[:], val[:], nil)
-	if s.keys == 3 {
-		var x [1 + 8 + sha256.Size]byte
-		x[0] = 'x'
-		binary.BigEndian.PutUint64(x[1:], uint64(time.Now().Add(30*time.Hour).UnixMilli()))
-		copy(x[9:], sum[:])
-		b.Set(x[:], nil, nil)
-		var q [1 + 4 + 8]byte
-		q[0] = 's'
-		binary.BigEndian.PutUint32(q[1:], 1)
-		binary.BigEndian.PutUint64(q[5:], s.seq.Add(1))
-		b.Set(q[:], h[1:], nil)
-	}
+func (s *store) add(b *pdb.Batch, key []byte) error {
+	h := sha256.Sum256(key)
+	return barepebble.SetClaim(b, &h, time.Now().Add(30*time.Hour), s.seq.Add(1), s.keys == 3)
 }
 
 // serve answers +OK to each command of c: arrays of bulk strings, or inline
@@ -196,7 +164,9 @@ func serve(c net.Conn, st *store) {
 			if b == nil {
 				b = st.db.NewBatch()
 			}
-			st.add(b, key)
+			if err := st.add(b, key); err != nil {
+				log.Fatal(err)
+			}
 		}
 		out = append(out, "+OK\r\n"...)
 		if r.Buffered() > 0 {
