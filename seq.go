@@ -48,6 +48,8 @@ type SeqRecord struct {
 // SeqLister is a [Store] that keeps an index of its records by seq (node,
 // then counter). Every store of this module implements it; the ledger checks
 // for it at run time, so that a store without the index still serves claims.
+// Like every optional store capability, it is looked up with [StoreAs],
+// which finds it under wrapper stores (a tracing store, say).
 type SeqLister interface {
 	// ListSeq returns up to q.Limit live records (ExpiresAt after q.Now)
 	// whose Seq.Node is q.Node and whose counter lies in [q.From, q.To],
@@ -164,7 +166,7 @@ func (l *Ledger) Seq(ctx context.Context, req SeqRequest) (SeqAnswer, error) {
 	if err != nil {
 		return SeqAnswer{}, err
 	}
-	sl, ok := seqLister(l.store)
+	sl, ok := StoreAs[SeqLister](l.store)
 	if !ok {
 		return SeqAnswer{}, Errorf(ENoSeqIndex, "this store keeps no index by seq; run a store of this version (pebble, redis, postgres, etcd)")
 	}
@@ -206,20 +208,4 @@ func NewSeqRecord(r Record) SeqRecord {
 	n := len(r.Result)
 	r.Result = nil
 	return SeqRecord{Record: r, ResultLen: n}
-}
-
-// seqLister returns s as a SeqLister, looking through wrappers that name
-// the store they wrap with an Unwrap method (a tracing store, say).
-func seqLister(s Store) (SeqLister, bool) {
-	for range 8 {
-		if sl, ok := s.(SeqLister); ok {
-			return sl, true
-		}
-		u, ok := s.(interface{ Unwrap() Store })
-		if !ok {
-			return nil, false
-		}
-		s = u.Unwrap()
-	}
-	return nil, false
 }

@@ -98,6 +98,13 @@ type CountAnswer struct {
 // A key is free at time now when no record exists for it, when its record has
 // expired (now >= ExpiresAt), or when the op allows a retake and the record is
 // pending with now >= LeaseUntil.
+//
+// Optional capabilities are separate small interfaces ([SeqLister],
+// [EndWatcher]) that a store implements beside Store and that are checked at
+// run time, always with [StoreAs], never with a bare type assertion. A store
+// that wraps another (a tracing store, say) implements only Store and names
+// the store it wraps with a method Unwrap() Store; StoreAs looks through it,
+// so that wrapping a store never takes a capability away.
 type Store interface {
 	// Claim atomically writes op.Record if its key is free at op.Now and
 	// reports Inserted; otherwise it writes nothing and returns the live record.

@@ -137,9 +137,11 @@ func (l *Ledger) Waiting() int { return int(l.waits.n.Load()) }
 // share: it tells of the ends (completions and releases) of pending records
 // written through any of them, so that a claim waiting on one server
 // ([Claim].Wait) wakes when another server ends the key. The ledger checks
-// for it at run time and subscribes once, at its first waiting claim.
-// Stores whose writes all pass through one ledger (the embedded store, the
-// in-memory one) need not implement it: the ledger wakes its waiters itself.
+// for it at run time, with [StoreAs] as for every optional store
+// capability, so that it finds it under wrapper stores (a tracing store,
+// say), and subscribes once, at its first waiting claim. Stores whose
+// writes all pass through one ledger (the embedded store, the in-memory
+// one) need not implement it: the ledger wakes its waiters itself.
 type EndWatcher interface {
 	// WatchEnds subscribes to the engine's notifications of ends and
 	// returns once subscribed: every end committed after it returns is told
@@ -175,11 +177,11 @@ func (l *Ledger) StopWaiting() {
 	}
 }
 
-// watchEnds subscribes to the store's ends, once, when the store is an
-// [EndWatcher]. A failed subscription is tried again by a waiter that comes
-// watchRetry or more after it.
+// watchEnds subscribes to the store's ends, once, when the store (or a
+// store it wraps) is an [EndWatcher]. A failed subscription is tried again
+// by a waiter that comes watchRetry or more after it.
 func (l *Ledger) watchEnds(ctx context.Context) error {
-	ew, ok := l.store.(EndWatcher)
+	ew, ok := StoreAs[EndWatcher](l.store)
 	if !ok {
 		return nil
 	}

@@ -24,6 +24,9 @@
 //
 // The store wrapper starts a span only under a span already in the
 // context, so background work (the sweeper, the fence) is not traced.
+// It traces the methods of [spent.Store] only: the optional capabilities of
+// the store it wraps (the index by seq, the notifications of ends) are
+// found through it with [spent.StoreAs] and their calls are not traced.
 // When one request makes several ledger calls, the server span keeps the
 // namespace and outcome of the last.
 package opentelemetry

@@ -17,6 +17,10 @@ import (
 // whose context holds no span (the sweeper's, the fence's) starts none.
 // The spans carry the engine's name and, for a batch, the number of ops;
 // never a key, a record or a result.
+//
+// Store implements [spent.Store] only; the optional capabilities of the
+// store it wraps are found through [Store.Unwrap] with [spent.StoreAs],
+// and are not traced.
 type Store struct {
 	store  spent.Store
 	tracer trace.Tracer
@@ -31,7 +35,12 @@ func NewStore(s spent.Store, tp trace.TracerProvider, kind string) *Store {
 	return &Store{store: s, tracer: tp.Tracer(ScopeName), kind: attribute.String(AttrStore, kind)}
 }
 
-// Unwrap returns the store under s.
+// Unwrap returns the store under s. Through it [spent.StoreAs] finds the
+// optional capabilities of that store ([spent.SeqLister],
+// [spent.EndWatcher], ...), which s does not implement itself: every such
+// capability must be looked up with spent.StoreAs, never with a type
+// assertion on s, which would find none (a waiting claim would then never
+// learn of another server's ends).
 func (s *Store) Unwrap() spent.Store { return s.store }
 
 // start starts the span of method under ctx's span, if any.

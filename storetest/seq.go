@@ -16,11 +16,12 @@ import (
 // another's records.
 const seqNodeB = storeNode + 1
 
-// seqLister returns the store as a spent.SeqLister, failing the test when
-// it is not one.
+// seqLister returns the store as a spent.SeqLister, found with
+// spent.StoreAs (so under any wrapper store), failing the test when it is
+// not one.
 func seqLister(tb testing.TB, s spent.Store) spent.SeqLister {
 	tb.Helper()
-	sl, ok := s.(spent.SeqLister)
+	sl, ok := spent.StoreAs[spent.SeqLister](s)
 	if !ok {
 		tb.Fatalf("store %T: got no spent.SeqLister, want one (every store keeps the index by seq)", s)
 	}
