@@ -64,6 +64,13 @@
 //     refuse mode, when the service reports its policies.
 //   - No collisions across issuers or keys: the issuer is length-prefixed,
 //     the thumbprint is fixed-length.
+//   - Names are case-sensitive (RFC 7519 section 4, RFC 7515 section 4):
+//     claims and header parameters are read by their exact names, as go-jose
+//     reads a header, so "JTI" or "Exp" is an unknown member, ignored (a
+//     token whose id is only under "JTI" is refused as having no jti). A
+//     claims set or proof header that names a member twice is refused, so
+//     that no other parser of the token can read another jti than the one
+//     claimed.
 //   - Fail closed: a ledger error is answered 503 (unavailable) or 500
 //     (internal), never let through.
 //   - Every refusal names its cause, with a stable code ([ErrorCode]); the

@@ -7,7 +7,6 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
+	josejson "github.com/go-jose/go-jose/v4/json"
 	"github.com/go-jose/go-jose/v4/jwt"
 
 	"github.com/spentledger/spent"
@@ -190,7 +190,8 @@ type Proof struct {
 // 7518 section 6, RFC 8037) or a symmetric key.
 var privateMembers = []string{"d", "p", "q", "dp", "dq", "qi", "oth", "k"}
 
-// proofClaims are the claims of a DPoP proof.
+// proofClaims are the claims of a DPoP proof, decoded with decodeJSON: by
+// their exact, case-sensitive names.
 type proofClaims struct {
 	ID       string           `json:"jti"`
 	Method   string           `json:"htm"`
@@ -253,8 +254,8 @@ func (c *DPoP) check(req ProofRequest, now time.Time) (*Proof, *jose.JSONWebKey,
 		return nil, nil, refuseErr(CodeSignatureInvalid, err, "the proof's signature does not verify with its jwk")
 	}
 	var cl proofClaims
-	if err := json.Unmarshal(payload, &cl); err != nil {
-		return nil, nil, refuseErr(CodeClaimInvalid, err, "the proof's claims are not a JSON object with jti, htm and htu strings and a numeric iat")
+	if err := decodeJSON(payload, &cl); err != nil {
+		return nil, nil, refuseErr(CodeClaimInvalid, err, "the proof's claims are not a JSON object with jti, htm and htu strings and a numeric iat, each named once")
 	}
 	switch {
 	case cl.ID == "":
@@ -317,12 +318,12 @@ func (c *DPoP) checkHeader(proof string) error {
 		return refuseErr(CodeProofMalformed, err, "the proof's header is not base64url")
 	}
 	var h struct {
-		Typ *string                    `json:"typ"`
-		Alg string                     `json:"alg"`
-		JWK map[string]json.RawMessage `json:"jwk"`
+		Typ *string                        `json:"typ"`
+		Alg string                         `json:"alg"`
+		JWK map[string]josejson.RawMessage `json:"jwk"`
 	}
-	if err := json.Unmarshal(raw, &h); err != nil {
-		return refuseErr(CodeProofMalformed, err, "the proof's header is not a JSON object")
+	if err := decodeJSON(raw, &h); err != nil {
+		return refuseErr(CodeProofMalformed, err, "the proof's header is not a JSON object that names each parameter once")
 	}
 	switch {
 	case h.Typ == nil:

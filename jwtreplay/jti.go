@@ -2,7 +2,6 @@ package jwtreplay
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -293,7 +292,8 @@ type Token struct {
 	Seq spent.Seq
 }
 
-// tokenClaims are the claims a JTI reads.
+// tokenClaims are the claims a JTI reads, decoded with decodeJSON: by
+// their exact, case-sensitive names.
 type tokenClaims struct {
 	jwt.Claims
 	Cnf *struct {
@@ -321,8 +321,8 @@ func (c *JTI) Verify(ctx context.Context, token string) (*Token, error) {
 	var unverified struct {
 		Issuer string `json:"iss"`
 	}
-	if err := json.Unmarshal(sig.UnsafePayloadWithoutVerification(), &unverified); err != nil {
-		return nil, refuseErr(CodeTokenMalformed, err, "the token's claims are not a JSON object")
+	if err := decodeJSON(sig.UnsafePayloadWithoutVerification(), &unverified); err != nil {
+		return nil, refuseErr(CodeTokenMalformed, err, "the token's claims are not a JSON object that names each claim once")
 	}
 	if unverified.Issuer == "" {
 		return nil, refuse(CodeClaimMissing, "the token has no iss claim")
@@ -339,8 +339,8 @@ func (c *JTI) Verify(ctx context.Context, token string) (*Token, error) {
 		return nil, refuseErr(CodeSignatureInvalid, err, "the token's signature does not verify with the issuer's key")
 	}
 	var cl tokenClaims
-	if err := json.Unmarshal(payload, &cl); err != nil {
-		return nil, refuseErr(CodeClaimInvalid, err, "the token's claims do not have the registered types")
+	if err := decodeJSON(payload, &cl); err != nil {
+		return nil, refuseErr(CodeClaimInvalid, err, "the token's claims do not have the registered types, or name a claim twice")
 	}
 	now := c.now()
 	acceptedUntil, err := c.check(&cl, now)
