@@ -47,7 +47,10 @@
 // without stopping the decision goroutine, and at Close; every round also
 // journals the fingerprints it inserts, in its own batch, so that Open
 // loads the last save and the journal since, after a clean stop or a
-// crash alike, and reads no record key (filterfile.go). A filter that
+// crash alike, and reads no record key (filterfile.go). Open loads a file
+// only if it is the store's own latest save: each save carries a random
+// save id, which the store records before the file is written and again
+// in the batch that deletes the journal the file covers. A filter that
 // fills up is replaced by a larger one built from a snapshot of the record
 // keys in the background (filterbuild.go).
 //
@@ -92,6 +95,16 @@
 //     witness's (a damaged WAL whose tail pebble took for a torn write), so
 //     that no acknowledged key is answered fresh. [Options].AcceptDamage opens
 //     such a store anyway, for an operator who decided to.
+//   - A saved filter is trusted only as the store's own: Open loads
+//     SPENT-FILTER only when its save id is the one the store recorded
+//     with its journal floor, or that of the latest save begun (whose
+//     floor move a crash cut short), and when its checksum, version, store id and round agree with the
+//     store and a sample of 4,096 stored keys is all in it. A file from
+//     another store, or from a copy of the data directory (which shares
+//     the store's history and ids up to the copy), or an earlier save put
+//     back, is refused and the filter rebuilt from the record keys, so no
+//     file can make an acknowledged key, or the fence's canary (package
+//     node reads it back through the same lookup), look absent.
 //   - Expiry by the ledger's clock: every read treats a record with
 //     ExpiresAt <= now as absent, whether or not a sweep has removed it yet.
 //   - Reads after a restart are durable too: Open replays the WAL and
@@ -120,8 +133,10 @@
 //   - Start-up cost: Open reads the saved filter (about 3.6 bytes a record)
 //     and the journal since the last save (at most an eighth of the records,
 //     or a million), and checks a sample of 4,096 stored keys against it.
-//     When there is no file it can trust (none, damaged, older than the
-//     journal, or missing a sampled key), Open returns at once and the
+//     When there is no file it can trust (none; damaged; of another
+//     file version, as the first start after an upgrade that changes the
+//     version finds it; not the store's own latest save; older than the
+//     journal; or missing a sampled key), Open returns at once and the
 //     filter is rebuilt from the record keys in the background, 0.5 to 0.8
 //     µs per record on a 2-core machine; until then every claim reads
 //     pebble, slower but never wrong ([Stats].FilterBuilding, and the log

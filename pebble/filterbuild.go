@@ -313,16 +313,27 @@ func (s *Store) filterEvent(ev filterEvent) {
 				"file", s.fs.PathJoin(s.dir, filterFile), "err", ev.err)
 			return
 		}
-		s.trimTo = max(s.trimTo, ev.save.img.round)
+		// Saves run one at a time, each renaming its file over the
+		// last: the latest to end is the file on disk, and its round
+		// is the highest.
+		s.trimDue, s.trimTo, s.trimSave = true, ev.save.img.round, ev.save.img.save
 		s.stats.filterSaves.Add(1)
 	}
 }
 
 // startSave starts a save of the filter as it stands, after the last round
-// sealed.
+// sealed. It first records the save's id as the pending one, synced (one
+// WAL sync on the decision goroutine, once per save): Open trusts a file
+// only with an id the store recorded (filterfile.go). A failure to write
+// it is a failed write of the WAL: the store fails closed (recover.go).
 func (s *Store) startSave() {
+	save := newSaveID()
+	if err := s.beginSave(save); err != nil {
+		s.fail(fmt.Errorf("recording the existence filter's save: %w", err))
+		return
+	}
 	sv := &filterSave{
-		img:  capture(s.filter, s.filterIDv, s.roundNum),
+		img:  capture(s.filter, s.filterIDv, save, s.roundNum),
 		stop: make(chan struct{}),
 		done: make(chan struct{}),
 	}
@@ -341,27 +352,35 @@ func (s *Store) startSave() {
 
 // sealJournal stages, in a round that writes, its journal entry (empty if
 // it inserted nothing: every round that writes has one, so that a gap shows
-// rounds written by something that kept no journal) and the deletion of the
-// journal a durable save has made useless.
+// rounds written by something that kept no journal) and, once a save is
+// durable, the deletion of the journal it has made useless, with the new
+// floor and the save's id, in the same batch (filterfile.go).
 func (s *Store) sealJournal(rd *round) {
 	if !s.opts.noJournal {
 		rd.set(journalKey(rd.number), s.journal)
 	}
-	if s.trimTo > 0 {
+	if s.trimDue {
 		rd.delRange(journalKey(0), journalKey(s.trimTo+1))
 		rd.set(keyJournalFloor, be64(s.trimTo))
-		s.trimTo = 0
+		rd.set(keyFilterSave, s.trimSave[:])
+		s.trimDue, s.trimTo = false, 0
 	}
 }
 
 // saveOnClose saves the filter and deletes the journal it covers, at Close,
 // when the filter is complete and the store healthy: the next Open loads it
-// and reads no record key.
+// and reads no record key. Like a periodic save, it records its id as the
+// pending one before it writes the file, and as the floor's in the batch
+// that moves the floor (filterfile.go).
 func (s *Store) saveOnClose() error {
 	if s.filter == nil || s.failure() != nil {
 		return nil
 	}
-	img := capture(s.filter, s.filterIDv, s.roundNum)
+	save := newSaveID()
+	if err := s.beginSave(save); err != nil {
+		return fmt.Errorf("pebble: close: saving the existence filter: %w", err)
+	}
+	img := capture(s.filter, s.filterIDv, save, s.roundNum)
 	err := img.write(s.fs, s.dir, nil, nil)
 	s.filter.cow = nil
 	if err != nil {
@@ -373,6 +392,9 @@ func (s *Store) saveOnClose() error {
 		return err
 	}
 	if err := b.Set(keyJournalFloor, be64(img.round), nil); err != nil {
+		return err
+	}
+	if err := b.Set(keyFilterSave, save[:], nil); err != nil {
 		return err
 	}
 	return s.db.Apply(b, pdb.Sync)

@@ -10,6 +10,7 @@ import (
 	"hash/crc32"
 	"io"
 	"math/rand/v2"
+	"strings"
 
 	pdb "github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -31,23 +32,65 @@ import (
 // wrong answer.
 //
 // Once a file covering R is durable, the journal up to R is deleted and
-// m/journal-floor records R, so that a file older than R (a copy put back)
-// is refused: the journal it would need is gone. A file is also refused when
-// its checksum, its store id (m/filter-id, random per store) or its round
-// disagrees with the store, and when a sample of stored keys is not all in
-// it. A refused file means a rebuild from the record keys, in the
-// background (filterbuild.go): the store never trusts a filter it cannot
-// show to count every stored key.
+// m/journal-floor records R, so that a file older than R is refused: the
+// journal it would need is gone.
+//
+// That alone would trust any file whose round is at or above the floor,
+// and a file is more than its round: a copy of the store's directory (cp
+// -a, a snapshot) shares its history, its filter id and its round numbers
+// up to the copy, then goes its own way. Its save, put in place of the
+// store's own, covers a round the store has reached, passes every check
+// of its contents, and lacks the keys the store acknowledged since the
+// copy: they would be answered fresh (issue 31). So a file is loaded only
+// if it is provably the store's own latest save. Every save draws a random
+// 16-byte save id, carried in the file's header, and the store records it
+// twice:
+//
+//   - m/filter-pending, written and synced before the file is written: the
+//     id of the latest save begun. No journal is deleted for a save before
+//     its file is durable, so the journal since that file's round is
+//     intact.
+//   - m/filter-save, written in the same batch that deletes the journal up
+//     to the save's round and moves m/journal-floor there (the first round
+//     that writes after the save ended, the next save's first batch, or
+//     Close's): the id of the save the floor belongs to, whose journal is
+//     intact by the same batch.
+//
+// Open loads a file only if its save id is one of these two: the save the
+// floor was moved for, or the latest one begun, whose floor move a crash
+// cut short (between the file's rename and the batch that moves the
+// floor), which would otherwise cost a needless rebuild. Open then moves
+// the floor for it with the next write, as if the save had just ended. The
+// batch that records a save as pending also moves the floor for the save
+// before it if that is still to do, so a save begun never takes the
+// pending place of a file whose floor has not moved. Any other file is
+// refused: one from another store or from a copy of this one (the ids are
+// random, drawn by each copy for itself), or an earlier save of this store
+// put back. A file is also refused when its checksum, its version, its
+// store id (m/filter-id, random per store) or its round disagrees with the
+// store, and when a sample of stored keys is not all in it. A refused file
+// means a rebuild from the record keys, in the background (filterbuild.go):
+// the store never trusts a filter it cannot show to count every stored key.
+//
+// The fence's canary (package node) is read back with Get, which consults
+// the filter as a claim does. A clone's filter that lacks the store's
+// newest canary makes the fence report a store that went backwards; one
+// that holds it (a copy writes the same canary keys, and the journal
+// brings in those written after the file's round) lets the start pass,
+// and the keys the file lacks are answered fresh. Neither happens, since a
+// filter loaded at Open is the store's own.
 
 // filterFile is the persisted filter, in the store's directory.
 const filterFile = "SPENT-FILTER"
 
 // filterMagic starts the file; the version follows it.
 const (
-	filterMagic   = "spentflt"
-	filterVersion = 1
-	// filterHeaderLen: magic, version, id, round, n, m, stash length.
-	filterHeaderLen = 8 + 4 + 16 + 8*4
+	filterMagic = "spentflt"
+	// filterVersion 2 added the save id; a file of version 1 is refused.
+	filterVersion = 2
+	// filterHeaderLen: magic, version, store id, save id, round, n, m,
+	// stash length.
+	filterHeaderLen = 8 + 4 + 16 + 16 + 8*4
 	// verifySample is how many stored keys a loaded filter must count.
 	verifySample = 4096
 )
@@ -55,8 +98,12 @@ const (
 var (
 	keyFilterID     = []byte(prefixMeta + "filter-id")
 	keyJournalFloor = []byte(prefixMeta + "journal-floor")
-	prefixJournal   = "j/"
-	castagnoli      = crc32.MakeTable(crc32.Castagnoli)
+	// keyFilterSave holds the save id of the file the journal floor was
+	// moved for, keyFilterPending that of the latest save begun.
+	keyFilterSave    = []byte(prefixMeta + "filter-save")
+	keyFilterPending = []byte(prefixMeta + "filter-pending")
+	prefixJournal    = "j/"
+	castagnoli       = crc32.MakeTable(crc32.Castagnoli)
 )
 
 // journalKey returns the key of round n's journal entry.
@@ -67,7 +114,8 @@ func journalKey(n uint64) []byte {
 // filterImage is what a save writes: a filter's header, captured between
 // rounds by the decision goroutine, and its buckets, read through snap.
 type filterImage struct {
-	id    [16]byte
+	id    [16]byte // the store's filter id
+	save  [16]byte // this save's id
 	round uint64
 	n     int
 	m     uint64
@@ -76,10 +124,10 @@ type filterImage struct {
 	snap  *filterSnapshot
 }
 
-// capture returns the image of f as it is now, and starts copy-on-write on
-// it: f's buckets may change from here on.
-func capture(f *filter, id [16]byte, round uint64) *filterImage {
-	img := &filterImage{id: id, round: round, n: f.n, m: f.m, f: f,
+// capture returns the image of f as it is now, for the save of id save,
+// and starts copy-on-write on it: f's buckets may change from here on.
+func capture(f *filter, id, save [16]byte, round uint64) *filterImage {
+	img := &filterImage{id: id, save: save, round: round, n: f.n, m: f.m, f: f,
 		snap: &filterSnapshot{kept: map[uint64][]uint64{}}}
 	for _, x := range f.stash.slots {
 		if x != 0 {
@@ -130,6 +178,7 @@ func (img *filterImage) encode(out io.Writer, stop <-chan struct{}, hook func(ch
 	hdr = append(hdr, filterMagic...)
 	hdr = binary.LittleEndian.AppendUint32(hdr, filterVersion)
 	hdr = append(hdr, img.id[:]...)
+	hdr = append(hdr, img.save[:]...)
 	for _, v := range []uint64{img.round, uint64(img.n), img.m, uint64(len(img.stash))} {
 		hdr = binary.LittleEndian.AppendUint64(hdr, v)
 	}
@@ -165,44 +214,59 @@ func (img *filterImage) encode(out io.Writer, stop <-chan struct{}, hook func(ch
 	return w.Flush()
 }
 
-// readFilter reads the file at path, checks its checksum and id, and
-// returns the filter it holds and the round it covers.
-func readFilter(fs vfs.FS, path string, id [16]byte) (*filter, uint64, error) {
+// savedFilter is what a filter file holds.
+type savedFilter struct {
+	f     *filter
+	save  [16]byte // the id of the save that wrote it
+	round uint64   // the last round it counts
+}
+
+// readFilter reads the file at path, checks its version, its store id and
+// its checksum, and returns what it holds.
+func readFilter(fs vfs.FS, path string, id [16]byte) (savedFilter, error) {
+	var sf savedFilter
 	in, err := fs.Open(path)
 	if err != nil {
-		return nil, 0, err
+		return sf, err
 	}
 	defer in.Close()
 	st, err := in.Stat()
 	if err != nil {
-		return nil, 0, err
+		return sf, err
 	}
 	size := st.Size()
 	r := bufio.NewReaderSize(in, 1<<20)
 	crc := crc32.New(castagnoli)
 	tr := io.TeeReader(r, crc)
 	hdr := make([]byte, filterHeaderLen)
-	if _, err := io.ReadFull(tr, hdr); err != nil {
-		return nil, 0, fmt.Errorf("short header: %w", err)
+	if _, err := io.ReadFull(tr, hdr[:12]); err != nil {
+		return sf, fmt.Errorf("short header: %w", err)
 	}
-	if string(hdr[:8]) != filterMagic || binary.LittleEndian.Uint32(hdr[8:]) != filterVersion {
-		return nil, 0, errors.New("not a filter file of this version")
+	if string(hdr[:8]) != filterMagic {
+		return sf, errors.New("not a filter file")
+	}
+	if v := binary.LittleEndian.Uint32(hdr[8:]); v != filterVersion {
+		return sf, fmt.Errorf("it is a filter file of version %d, and this spent reads version %d", v, filterVersion)
+	}
+	if _, err := io.ReadFull(tr, hdr[12:]); err != nil {
+		return sf, fmt.Errorf("short header: %w", err)
 	}
 	if !bytes.Equal(hdr[12:28], id[:]) {
-		return nil, 0, errors.New("written for another store (its filter id differs)")
+		return sf, errors.New("written for another store (its filter id differs)")
 	}
-	round := binary.LittleEndian.Uint64(hdr[28:])
-	n := binary.LittleEndian.Uint64(hdr[36:])
-	m := binary.LittleEndian.Uint64(hdr[44:])
-	ns := binary.LittleEndian.Uint64(hdr[52:])
+	copy(sf.save[:], hdr[28:44])
+	sf.round = binary.LittleEndian.Uint64(hdr[44:])
+	n := binary.LittleEndian.Uint64(hdr[52:])
+	m := binary.LittleEndian.Uint64(hdr[60:])
+	ns := binary.LittleEndian.Uint64(hdr[68:])
 	if m < 1 || m > 1<<40 || ns > 1<<40 || int64(filterHeaderLen+8*(ns+m)+4) != size {
-		return nil, 0, fmt.Errorf("its size, %d bytes, disagrees with its header", size)
+		return sf, fmt.Errorf("its size, %d bytes, disagrees with its header", size)
 	}
 	f := newFilterBuckets(m)
 	word := make([]byte, 8)
 	for range ns {
 		if _, err := io.ReadFull(tr, word); err != nil {
-			return nil, 0, err
+			return sf, err
 		}
 		f.stash.insert(binary.LittleEndian.Uint64(word))
 	}
@@ -210,7 +274,7 @@ func readFilter(fs vfs.FS, path string, id [16]byte) (*filter, uint64, error) {
 	for i := uint64(0); i < m; i += snapshotChunk {
 		b := buf[:8*min(snapshotChunk, m-i)]
 		if _, err := io.ReadFull(tr, b); err != nil {
-			return nil, 0, err
+			return sf, err
 		}
 		for j := range len(b) / 8 {
 			f.buckets[i+uint64(j)] = binary.LittleEndian.Uint64(b[8*j:])
@@ -219,12 +283,13 @@ func readFilter(fs vfs.FS, path string, id [16]byte) (*filter, uint64, error) {
 	f.n = int(n)
 	sum := crc.Sum32()
 	if _, err := io.ReadFull(r, word[:4]); err != nil {
-		return nil, 0, err
+		return sf, err
 	}
 	if binary.LittleEndian.Uint32(word) != sum {
-		return nil, 0, errors.New("its checksum does not match: the file is damaged")
+		return sf, errors.New("its checksum does not match: the file is damaged")
 	}
-	return f, round, nil
+	sf.f = f
+	return sf, nil
 }
 
 // filterID returns the store's filter id, creating it in a store that has
@@ -248,11 +313,101 @@ func (s *Store) filterID() ([16]byte, error) {
 	return id, s.db.Set(keyFilterID, id[:], pdb.Sync)
 }
 
+// newSaveID returns a fresh random save id.
+func newSaveID() [16]byte {
+	var id [16]byte
+	crand.Read(id[:])
+	return id
+}
+
+// saveID returns the save id held under key (keyFilterSave or
+// keyFilterPending); found is false when there is none.
+func (s *Store) saveID(key []byte) (id [16]byte, found bool, err error) {
+	v, found, err := s.get(key)
+	switch {
+	case err != nil || !found:
+		return id, false, err
+	case len(v) != len(id):
+		return id, false, fmt.Errorf("%w: %s holds %d bytes", ErrCorrupt, key, len(v))
+	}
+	copy(id[:], v)
+	return id, true, nil
+}
+
+// beginSave records, in one synced batch, that the save of id save
+// begins (m/filter-pending), and moves the journal floor for the save
+// before it if that move is due and not yet made: a save begun never
+// replaces, as the pending one, a save whose floor has not moved, so that
+// a crash while it is written leaves a file Open loads. It runs on the
+// decision goroutine, or at Close.
+func (s *Store) beginSave(save [16]byte) error {
+	return unpanic(func() error {
+		b := s.db.NewBatch()
+		defer b.Close()
+		if s.trimDue {
+			if err := b.DeleteRange(journalKey(0), journalKey(s.trimTo+1), nil); err != nil {
+				return err
+			}
+			if err := b.Set(keyJournalFloor, be64(s.trimTo), nil); err != nil {
+				return err
+			}
+			if err := b.Set(keyFilterSave, s.trimSave[:], nil); err != nil {
+				return err
+			}
+		}
+		if err := b.Set(keyFilterPending, save[:], nil); err != nil {
+			return err
+		}
+		if err := s.db.Apply(b, pdb.Sync); err != nil {
+			return err
+		}
+		s.trimDue, s.trimTo = false, 0
+		return nil
+	})
+}
+
+// ownSave checks that save is the id of the store's own latest save: the
+// one its journal floor was moved for, or the latest one begun (pending),
+// whose floor move a crash cut short.
+func (s *Store) ownSave(save [16]byte) (pending bool, err error) {
+	recorded, hasRecorded, err := s.saveID(keyFilterSave)
+	if err != nil {
+		return false, err
+	}
+	latest, hasLatest, err := s.saveID(keyFilterPending)
+	if err != nil {
+		return false, err
+	}
+	switch {
+	case hasRecorded && save == recorded:
+		return false, nil
+	case hasLatest && save == latest:
+		return true, nil
+	}
+	var own []string
+	if hasRecorded {
+		own = append(own, fmt.Sprintf("%x (the save its journal floor was moved for)", recorded))
+	}
+	if hasLatest && (!hasRecorded || latest != recorded) {
+		own = append(own, fmt.Sprintf("%x (the latest save begun)", latest))
+	}
+	if len(own) == 0 {
+		own = append(own, "none (this store has recorded no save)")
+	}
+	return false, fmt.Errorf("it is not this store's own latest save: its save id is %x, this store's is %s. "+
+		"It was copied from another store or from a copy of this store's directory, or it is an earlier save put back",
+		save, strings.Join(own, " or "))
+}
+
 // loadFilter loads the saved filter and brings it up to date from the
 // journal, or explains why it cannot be trusted. It returns the number of
 // journal fingerprints it inserted.
 func (s *Store) loadFilter(id [16]byte) (*filter, int, error) {
-	f, round, err := readFilter(s.fs, s.fs.PathJoin(s.dir, filterFile), id)
+	sf, err := readFilter(s.fs, s.fs.PathJoin(s.dir, filterFile), id)
+	if err != nil {
+		return nil, 0, err
+	}
+	pending, err := s.ownSave(sf.save)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -261,19 +416,28 @@ func (s *Store) loadFilter(id [16]byte) (*filter, int, error) {
 		return nil, 0, err
 	}
 	switch {
-	case round < floor:
-		return nil, 0, fmt.Errorf("it covers round %d, but the journal since then was deleted up to round %d: it is older than the last save", round, floor)
-	case round > s.roundNum:
-		return nil, 0, fmt.Errorf("it covers round %d, but the store's last round is %d: the store is older than the file", round, s.roundNum)
+	case sf.round < floor:
+		return nil, 0, fmt.Errorf("it covers round %d, but the journal since then was deleted up to round %d: it is older than the last save", sf.round, floor)
+	case sf.round > s.roundNum:
+		return nil, 0, fmt.Errorf("it covers round %d, but the store's last round is %d: the store is older than the file", sf.round, s.roundNum)
 	}
-	replayed, err := s.replayJournal(f, round)
+	replayed, err := s.replayJournal(sf.f, sf.round)
 	if err != nil {
 		return nil, 0, err
 	}
-	if err := s.verifyFilter(f); err != nil {
+	if err := s.verifyFilter(sf.f); err != nil {
 		return nil, 0, err
 	}
-	return f, replayed, nil
+	if pending {
+		// The latest save begun, whose floor move a crash cut short:
+		// its directory entry is made durable, and the floor moves for
+		// it with the next write, as if the save had just ended.
+		if err := syncDir(s.fs, s.dir); err != nil {
+			return nil, 0, err
+		}
+		s.trimDue, s.trimTo, s.trimSave = true, sf.round, sf.save
+	}
+	return sf.f, replayed, nil
 }
 
 // replayJournal inserts into f the fingerprints journaled by rounds after

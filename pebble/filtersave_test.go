@@ -277,10 +277,11 @@ func TestDamagedFilterIsRebuilt(t *testing.T) {
 		}},
 		{"EmptiedWithValidChecksum", func(t *testing.T, dir, path string) []spent.Hash {
 			b := readFile(t, path)
-			// The header is 60 bytes, then the stash (8 bytes an entry),
-			// then the buckets, then the CRC-32C of all that.
-			ns := binary.LittleEndian.Uint64(b[52:])
-			clear(b[60+8*ns : len(b)-4])
+			// The header is 76 bytes, ending with the stash's length,
+			// then the stash (8 bytes an entry), then the buckets, then
+			// the CRC-32C of all that.
+			ns := binary.LittleEndian.Uint64(b[68:])
+			clear(b[76+8*ns : len(b)-4])
 			binary.LittleEndian.PutUint32(b[len(b)-4:], crc32.Checksum(b[:len(b)-4], crc32.MakeTable(crc32.Castagnoli)))
 			writeFile(t, path, b)
 			return nil

@@ -19,10 +19,13 @@ import (
 	"github.com/spentledger/spent"
 )
 
-// Open opens the store kept in dir, creating dir if needed, and rebuilds the
-// existence filter from the record keys (a cost proportional to the number of
-// records held; see the package documentation). Close the store when done:
-// the directory is locked against a second Open until then.
+// Open opens the store kept in dir, creating dir if needed, and loads the
+// existence filter it saved last, with the journal since, when it can show
+// that the file is its own latest save and counts every stored key;
+// otherwise it rebuilds the filter from the record keys in the background
+// (a cost proportional to the number of records held; see the package
+// documentation). Close the store when done: the directory is locked
+// against a second Open until then.
 //
 // Before it serves anything, Open checks the store against its witness (see
 // witness.go): a store that holds less than it acknowledged is refused with

@@ -43,7 +43,9 @@ type Store struct {
 	build      *filterBuild
 	save       *filterSave
 	journal    []byte    // this round's inserted fingerprints (filterfile.go)
-	trimTo     uint64    // the journal up to this round may go: a save covering it is durable
+	trimDue    bool      // a save is durable: the journal up to trimTo may go, the floor move there
+	trimTo     uint64    // the round of that save
+	trimSave   [16]byte  // the id of that save (filterfile.go)
 	unsaved    int       // fingerprints inserted since the last save began
 	savedAt    time.Time // when the last save began
 	buildAfter time.Time // no build before then (after a failed one)
@@ -139,8 +141,9 @@ type Stats struct {
 	// completed (the one at Close aside).
 	FilterSaves uint64
 	// FilterRefused is 1 when Open found a saved filter it could not trust
-	// (damaged, older than the store's journal, or missing stored keys)
-	// and rebuilt it instead.
+	// (damaged, of another version, not the store's own latest save,
+	// older than the store's journal, or missing stored keys) and rebuilt
+	// it instead.
 	FilterRefused uint64
 	// CompactionDebt is pebble's estimate of the bytes its compactions
 	// have yet to rewrite, and Compacting the number of compactions
