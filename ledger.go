@@ -295,20 +295,26 @@ func (l *Ledger) prepare(ctx context.Context, c *Claim, now time.Time) (ClaimOp,
 	if n := len(c.Fingerprint); n != 0 && n != FingerprintLen {
 		return ClaimOp{}, p, Errorf(EInvalid, "fingerprint of %d bytes: want %d (SHA-256)", n, FingerprintLen)
 	}
-	if len(c.Place) > MaxPlaceLen {
-		return ClaimOp{}, p, Errorf(EInvalid, "place of %d bytes: at most %d", len(c.Place), MaxPlaceLen)
+	if err := CheckPlace(c.Place); err != nil {
+		return ClaimOp{}, p, err
 	}
 	if len(c.Result) > l.cfg.MaxResult {
 		return ClaimOp{}, p, Errorf(ETooLarge, "result of %d bytes: at most %d", len(c.Result), l.cfg.MaxResult)
 	}
-	exp := c.ExpiresAt
-	if exp.IsZero() {
-		exp = now.Add(p.Retention)
-	} else if !exp.After(now) {
-		return ClaimOp{}, p, Errorf(EInvalid, "expires_at %s is not in the future", exp.Format(time.RFC3339Nano))
-	} else if limit := p.ExpiryLimit(); exp.Sub(now) > limit {
-		return ClaimOp{}, p, Errorf(EExpiryTooLong, "expires_at %s is %v away: namespace %s keeps a key at most %v (its max_expiry); ask for an earlier expiry, or raise the namespace's max_expiry",
-			exp.Format(time.RFC3339Nano), exp.Sub(now).Round(time.Second), QuoteInput(c.Namespace), limit)
+	e := c.Expiry
+	if !c.ExpiresAt.IsZero() {
+		if !e.IsZero() {
+			return ClaimOp{}, p, Errorf(EInvalid, "both expires_at and expires_in given: give one")
+		}
+		e = ExpiresAtTime(c.ExpiresAt)
+	}
+	exp, err := p.ExpiresAt(now, e)
+	if err != nil {
+		var de *Error
+		if errors.As(err, &de) && de.Code == EExpiryTooLong {
+			de.Message = "namespace " + QuoteInput(c.Namespace) + ": " + de.Message
+		}
+		return ClaimOp{}, p, err
 	}
 	seq, err := l.nextSeq(ctx)
 	if err != nil {

@@ -64,6 +64,12 @@ type Policy struct {
 	// Retention; see [Policy.ExpiryLimit]. It is never shorter than
 	// Retention, so that a claim without expires_at is always accepted.
 	MaxExpiry time.Duration `json:"max_expiry,omitempty" toml:"max_expiry"`
+	// MinExpiry is the shortest life a record may have when its claim asks
+	// for its own expiry: a shorter one is raised to it (see
+	// [Policy.ExpiresAt]), so that a client's wrong constant cannot make the
+	// ledger forget a key while it can still be presented. Zero means no
+	// minimum; at most Retention.
+	MinExpiry time.Duration `json:"min_expiry,omitempty" toml:"min_expiry"`
 }
 
 // ExpiryLimit returns how far from now a claim's expires_at may lie in this
@@ -107,6 +113,9 @@ func (p Policy) Validate() error {
 	}
 	if p.MaxExpiry != 0 && p.MaxExpiry < p.Retention {
 		return fmt.Errorf("max_expiry %v shorter than retention %v: a claim without expires_at would be refused; raise max_expiry or leave it out", p.MaxExpiry, p.Retention)
+	}
+	if p.MinExpiry < 0 || p.MinExpiry > p.Retention {
+		return fmt.Errorf("min_expiry %v: want 0 (none) to the retention, %v", p.MinExpiry, p.Retention)
 	}
 	if p.StoreRawKey && p.Mode != ModeEcho {
 		return fmt.Errorf("store_raw_key is only allowed in echo namespaces")

@@ -20,8 +20,17 @@ type Claim struct {
 	// the same atomic write and the record is complete at once. Use []byte{}
 	// for an empty result.
 	Result []byte `json:"result"`
-	// ExpiresAt, when set, overrides the namespace's retention for this key.
+	// ExpiresAt, when set, overrides the namespace's retention for this key,
+	// within the namespace's min_expiry and max_expiry (see
+	// [Policy.ExpiresAt]; beyond max_expiry it is refused).
 	ExpiresAt time.Time `json:"expires_at,omitzero"`
+	// Expiry, when set, is the claim's expiry in the form its client sent it
+	// (an integer in any unit, an ISO 8601 duration; see [Expiry]), for the
+	// ledger's one expiry rule. Set ExpiresAt or Expiry, not both. The HTTP
+	// client sends a lifetime as expires_in and an instant as expires_at;
+	// [Expiry.Clamped] and [Expiry.AtLeast] are for front ends in the
+	// server's process and are refused by the HTTP client.
+	Expiry Expiry `json:"-"`
 	// Early lets a store answer a fresh two-step claim as soon as it is
 	// decided, before anything of it is durable (the embedded store does;
 	// the others ignore it and answer once durable). Every other answer

@@ -1,10 +1,13 @@
 package http
 
 import (
+	"context"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/spentledger/spent"
+	"github.com/spentledger/spent/door"
 	"github.com/spentledger/spent/internal/grant"
 )
 
@@ -50,10 +53,36 @@ func (s *Server) authenticate(r *http.Request) (*grant.Grant, error) {
 		return nil, errNoToken
 	}
 	match := s.grants.Match(strings.TrimLeft(tok, " "))
+	dc := door.FromContext(r.Context())
 	if match == nil {
 		return nil, errBadToken
 	}
+	if dc != nil {
+		dc.SignIn()
+	}
 	return match, nil
+}
+
+// refused answers for a request whose token was unknown: it counts the
+// failure with the server's sign-in throttle, which logs it, marks the
+// answer to close the connection once it has sent MaxAuthFailures such
+// requests, and waits the throttle's delay before the answer goes.
+func (s *Server) refused(w http.ResponseWriter, r *http.Request) {
+	delay := s.throttle.Failed("http", r.RemoteAddr, "unknown bearer token")
+	if dc := door.FromContext(r.Context()); dc != nil && dc.Failed() >= s.maxAuthFailures {
+		w.Header()["Connection"] = hdrClose
+	}
+	s.sleep(r.Context(), delay)
+}
+
+// sleepCtx waits d, or less if ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }
 
 var (

@@ -8,9 +8,8 @@ import (
 	"strconv"
 	"strings"
 
-	"golang.org/x/sync/semaphore"
-
 	"github.com/spentledger/spent"
+	"github.com/spentledger/spent/door"
 	"github.com/spentledger/spent/internal/problem"
 )
 
@@ -36,12 +35,31 @@ func LimitBodies(h http.Handler, maxBodies, maxBody int64) (http.Handler, error)
 	if maxBody <= 0 || maxBodies < maxBody {
 		return nil, fmt.Errorf("http: body budget of %d bytes: need at least the largest body, %d", maxBodies, maxBody)
 	}
-	return &bodyBudget{next: h, sem: semaphore.NewWeighted(maxBodies), total: maxBodies, maxBody: maxBody}, nil
+	b, err := door.NewBudget(maxBodies)
+	if err != nil {
+		return nil, err
+	}
+	return LimitBodiesIn(h, b, maxBody)
+}
+
+// LimitBodiesIn is LimitBodies with a budget shared with the server's
+// other doors (the RESP listener's command arguments draw on it too), so
+// that what every door holds together stays within it. It needs
+// b.Total() >= maxBody > 0.
+func LimitBodiesIn(h http.Handler, b *door.Budget, maxBody int64) (http.Handler, error) {
+	if maxBody <= 0 || b == nil || b.Total() < maxBody {
+		total := int64(0)
+		if b != nil {
+			total = b.Total()
+		}
+		return nil, fmt.Errorf("http: body budget of %d bytes: need at least the largest body, %d", total, maxBody)
+	}
+	return &bodyBudget{next: h, sem: b, total: b.Total(), maxBody: maxBody}, nil
 }
 
 type bodyBudget struct {
 	next           http.Handler
-	sem            *semaphore.Weighted
+	sem            *door.Budget
 	total, maxBody int64
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spentledger/spent"
+	"github.com/spentledger/spent/door"
 	"github.com/spentledger/spent/internal/grant"
 	"github.com/spentledger/spent/internal/problem"
 	"github.com/spentledger/spent/internal/strictjson"
@@ -57,6 +58,14 @@ type Config struct {
 	// http.Server's WriteTimeout must be longer, or a waiting request is
 	// cut off.
 	MaxWait time.Duration
+	// Throttle counts and delays the requests refused for an unknown
+	// bearer token, shared with the server's other doors (package door);
+	// nil means one of its own, logging to Logger.
+	Throttle *door.Throttle
+	// MaxAuthFailures is how many requests with an unknown token one
+	// connection may send before its answer closes it (its connection must
+	// be admitted by door.Conns.Serve); zero means door's default.
+	MaxAuthFailures int
 }
 
 // DefaultMaxWait is the default bound on a claim's wait: 30 seconds.
@@ -98,6 +107,10 @@ type Server struct {
 	maxWait time.Duration
 	names   map[string]string // namespace names, for interning
 	pool    sync.Pool         // *exchange
+
+	throttle        *door.Throttle
+	maxAuthFailures int
+	sleep           func(context.Context, time.Duration)
 
 	health    *stateLog // the store, as requests find it
 	readiness *stateLog // the readiness probe
@@ -167,6 +180,15 @@ func NewServer(l *spent.Ledger, cfg Config) (*Server, error) {
 	if s.maxWait == 0 {
 		s.maxWait = DefaultMaxWait
 	}
+	s.throttle = cfg.Throttle
+	if s.throttle == nil {
+		s.throttle = door.NewThrottle(log)
+	}
+	s.maxAuthFailures = cfg.MaxAuthFailures
+	if s.maxAuthFailures <= 0 {
+		s.maxAuthFailures = door.DefaultMaxAuthFailures
+	}
+	s.sleep = sleepCtx
 	if s.ready == nil {
 		ns := l.Namespaces()[0]
 		s.ready = func(ctx context.Context) error {
@@ -338,6 +360,9 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request, x *exchange) int
 func (s *Server) api(w http.ResponseWriter, r *http.Request, x *exchange, rt route) int {
 	g, err := s.authenticate(r)
 	if err != nil {
+		if err == errBadToken {
+			s.refused(w, r)
+		}
 		return s.fail(w, x, rt, err)
 	}
 	if err := checkContentType(r); err != nil {

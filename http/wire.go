@@ -63,7 +63,7 @@ func fields(d *strictjson.Decoder, idx int, names []string, m member) (uint64, e
 
 // Member names of the request objects, in bit order.
 var (
-	claimNames    = []string{"namespace", "key", "fingerprint", "place", "result", "expires_at", "result_text", "wait"}
+	claimNames    = []string{"namespace", "key", "fingerprint", "place", "result", "expires_at", "result_text", "wait", "expires_in"}
 	claimsNames   = []string{"claims"}
 	completeNames = []string{"namespace", "key", "hash", "seq", "result", "force", "result_text"}
 	releaseNames  = []string{"namespace", "key", "hash", "seq", "force"}
@@ -122,6 +122,15 @@ func decodeClaim(d *strictjson.Decoder, idx int, c *spent.Claim) error {
 			c.Result, err = resultText(d)
 		case "expires_at":
 			c.ExpiresAt, err = d.Time()
+		case "expires_in":
+			var v string
+			if v, err = d.String(); err == nil {
+				if c.Expiry, err = spent.ParseExpiresIn(v); err != nil {
+					var e *spent.Error
+					errors.As(err, &e)
+					err = spent.Errorf(spent.EInvalid, "%s%s", at(idx), e.Message)
+				}
+			}
 		case "wait":
 			if idx >= 0 {
 				return spent.Errorf(spent.EInvalid, "%swait: a batch never waits; send a waiting claim to /v1/claim", at(idx))
@@ -390,11 +399,48 @@ func appendClaim(b []byte, c *spent.Claim, withWait bool) ([]byte, error) {
 		b = append(b, `,"expires_at":`...)
 		b = strictjson.AppendTime(b, c.ExpiresAt)
 	}
+	if !c.Expiry.IsZero() {
+		if b, err := appendExpiry(b, c); err != nil {
+			return b, err
+		}
+		b = appendExpiryMember(b, c.Expiry)
+	}
 	if withWait && c.Wait != 0 {
 		b = append(b, `,"wait":`...)
 		b = strictjson.AppendSeconds(b, c.Wait)
 	}
 	return append(b, '}'), nil
+}
+
+// appendExpiry checks that a claim's Expiry can be sent: not beside
+// ExpiresAt, not one only the server's own front ends may ask (clamped, or
+// with a floor), and an instant time.Time holds.
+func appendExpiry(b []byte, c *spent.Claim) ([]byte, error) {
+	e := c.Expiry
+	_, in := e.Lifetime()
+	_, at := e.Instant()
+	switch {
+	case !c.ExpiresAt.IsZero():
+		return b, spent.Errorf(spent.EInvalid, "both ExpiresAt and Expiry set: give one")
+	case e.Local():
+		return b, spent.Errorf(spent.EInvalid, "expiry %s is clamped or has a floor: only a front end in the server's process may ask that", e)
+	case !in && !at:
+		return b, spent.Errorf(spent.EInvalid, "expiry %s is not an instant the API can carry", e)
+	}
+	return b, nil
+}
+
+// appendExpiryMember appends a checked Expiry: a lifetime as expires_in
+// (ISO 8601 seconds), an instant as expires_at.
+func appendExpiryMember(b []byte, e spent.Expiry) []byte {
+	if d, ok := e.Lifetime(); ok {
+		b = append(b, `,"expires_in":"PT`...)
+		b = strictjson.AppendSeconds(b, d)
+		return append(b, `S"`...)
+	}
+	t, _ := e.Instant()
+	b = append(b, `,"expires_at":`...)
+	return strictjson.AppendTime(b, t)
 }
 
 // appendTarget appends a complete or release request without its closing

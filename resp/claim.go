@@ -1,6 +1,9 @@
 package resp
 
 import (
+	"bytes"
+	"errors"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -20,6 +23,7 @@ type pendingClaim struct {
 	get    bool    // SET … GET
 	prefix *Prefix // nil for SPENT.CLAIM
 	value  []byte  // the value of a rollback prefix's claim, stored at completion
+	cost   int64   // what value reserved of the rollback budget
 	claim  spent.Claim
 	reply  []byte // an error reply written while parsing; nil when it goes to the ledger
 	answer spent.Answer
@@ -83,6 +87,7 @@ func (c *conn) claims(run [][][]byte) {
 	}
 	for i := range items {
 		c.answerClaim(&items[i])
+		c.spill()
 	}
 }
 
@@ -114,7 +119,7 @@ func (c *conn) parseClaim(it *pendingClaim, args [][]byte, now time.Time) {
 			c.arity(name)
 			return
 		}
-		c.redisClaim(it, args[1], args[2], time.Time{}, now)
+		c.redisClaim(it, args[1], args[2], spent.Expiry{}, now)
 	case "SET":
 		it.kind = kindSet
 		if len(args) < 3 {
@@ -122,7 +127,7 @@ func (c *conn) parseClaim(it *pendingClaim, args [][]byte, now time.Time) {
 			return
 		}
 		nx := false
-		var exp time.Time
+		var exp spent.Expiry
 		for i := 3; i < len(args); i++ {
 			opt := upper(args[i])
 			switch opt {
@@ -141,23 +146,26 @@ func (c *conn) parseClaim(it *pendingClaim, args [][]byte, now time.Time) {
 				}
 				i++
 				n, err := strconv.ParseInt(string(args[i]), 10, 64)
-				if err != nil || n <= 0 || n > 1<<45 {
+				if err != nil {
+					c.w.fail("ERR", "value is not an integer or out of range")
+					return
+				}
+				if n <= 0 {
 					c.w.fail("ERR", "invalid expire time in 'set' command")
 					return
 				}
+				// Any positive integer is taken: the ledger's one expiry
+				// rule (spent.Policy.ExpiresAt) computes it without
+				// overflow and keeps it within the namespace's bounds.
 				switch opt {
 				case "EX":
-					exp = now.Add(time.Duration(n) * time.Second)
+					exp = spent.ExpiresIn(n, time.Second)
 				case "PX":
-					exp = now.Add(time.Duration(n) * time.Millisecond)
+					exp = spent.ExpiresIn(n, time.Millisecond)
 				case "EXAT":
-					exp = time.Unix(n, 0)
+					exp = spent.ExpiresAtUnix(n, time.Second)
 				case "PXAT":
-					exp = time.UnixMilli(n)
-				}
-				if !exp.After(now) {
-					c.w.fail("ERR", "invalid expire time in 'set' command: "+exp.UTC().Format(time.RFC3339Nano)+" is not in the future")
-					return
+					exp = spent.ExpiresAtUnix(n, time.Millisecond)
 				}
 			default:
 				c.w.fail("ERR", "syntax error")
@@ -177,35 +185,51 @@ func (c *conn) parseClaim(it *pendingClaim, args [][]byte, now time.Time) {
 
 // redisClaim fills in the claim of a SET … NX or SETNX: the key's prefix
 // names the namespace, the value is the result (stored at once, or at the
-// end of the rollback window), and the expiry asked for is kept within the
-// prefix's minimum and the namespace's max_expiry (Policy.ExpiryLimit):
-// clamped, as Redis clients expect a SET to take, where the ledger refuses
-// a claim's own expires_at beyond it.
-func (c *conn) redisClaim(it *pendingClaim, k, value []byte, exp, now time.Time) {
+// end of the rollback window), and the expiry asked for goes to the
+// ledger's one expiry rule clamped (as Redis clients expect any SET to be
+// taken) and at least the prefix's minimum: the record lives between the
+// namespace's min_expiry (or the prefix's, when longer) and its
+// max_expiry, whatever the integer. A value of a rollback prefix is
+// copied, so that it keeps no buffer of the connection alive, and reserved
+// of the rollback budget; when it does not fit, the claim is refused before
+// it is made.
+func (c *conn) redisClaim(it *pendingClaim, k, value []byte, exp spent.Expiry, now time.Time) {
 	p, key, ok := c.key(k)
 	if !ok {
 		return
 	}
-	pol, _ := c.s.ledger.Policy(p.Namespace)
 	if !exp.IsZero() {
-		if limit := now.Add(pol.ExpiryLimit()); exp.After(limit) {
-			exp = limit
-		}
-		if floor := now.Add(p.MinExpiry); exp.Before(floor) {
-			exp = floor
+		exp = exp.Clamped().AtLeast(p.MinExpiry)
+		pol, _ := c.s.ledger.Policy(p.Namespace)
+		if _, err := pol.ExpiresAt(now, exp); err != nil {
+			var e *spent.Error
+			errors.As(err, &e)
+			c.w.fail("ERR", "invalid expire time in 'set' command: "+e.Message)
+			return
 		}
 	}
 	it.prefix = p
-	it.claim = spent.Claim{Namespace: p.Namespace, Key: key, Place: c.name, ExpiresAt: exp}
-	if p.Rollback {
-		it.value = value
-	} else {
+	it.claim = spent.Claim{Namespace: p.Namespace, Key: key, Place: c.name, Expiry: exp}
+	if !p.Rollback {
 		it.claim.Result = value
+		return
+	}
+	it.cost = cost(key, value)
+	if !c.s.rollback.reserve(it.cost) {
+		it.cost = 0
+		c.s.m.refused.WithLabelValues("rollback_budget").Inc()
+		c.w.fail("UNAVAILABLE", fmt.Sprintf("server busy: the values of rollback prefixes waiting for their window fill the budget of %d bytes (resp max_rollback_bytes); nothing was claimed; retry", c.s.cfg.MaxRollbackBytes))
+		return
+	}
+	it.value = bytes.Clone(value)
+	if it.value == nil {
+		it.value = []byte{}
 	}
 }
 
 // nativeClaim parses SPENT.CLAIM ns key [RESULT v] [FP hex] [PLACE p]
-// [EXPIRESAT ms].
+// [EXPIRESAT ms | EXPIRESIN iso8601]. Their expiry is the HTTP API's:
+// beyond max_expiry it is refused (EXPIRY_TOO_LONG), not clamped.
 func (c *conn) nativeClaim(it *pendingClaim, args [][]byte) {
 	if len(args) < 3 || len(args)%2 == 0 {
 		c.arity("SPENT.CLAIM")
@@ -232,13 +256,23 @@ func (c *conn) nativeClaim(it *pendingClaim, args [][]byte) {
 			it.claim.Place = string(v)
 		case "EXPIRESAT":
 			n, err := strconv.ParseInt(string(v), 10, 64)
-			if err != nil || n <= 0 {
-				c.w.fail("INVALID", "EXPIRESAT "+spent.QuoteInput(string(v))+": want Unix milliseconds")
+			if err != nil || n <= 0 || !it.claim.Expiry.IsZero() {
+				c.w.fail("INVALID", "EXPIRESAT "+spent.QuoteInput(string(v))+": want Unix milliseconds, once, without EXPIRESIN")
 				return
 			}
-			it.claim.ExpiresAt = time.UnixMilli(n)
+			it.claim.Expiry = spent.ExpiresAtUnix(n, time.Millisecond)
+		case "EXPIRESIN":
+			e, err := spent.ParseExpiresIn(string(v))
+			if err == nil && !it.claim.Expiry.IsZero() {
+				err = spent.Errorf(spent.EInvalid, "EXPIRESIN with EXPIRESAT: give one")
+			}
+			if err != nil {
+				c.w.errorReply(err)
+				return
+			}
+			it.claim.Expiry = e
 		default:
-			c.w.fail("ERR", "syntax error: SPENT.CLAIM ns key [RESULT v] [FP hex] [PLACE p] [EXPIRESAT ms], not "+spent.QuoteInput(string(args[i])))
+			c.w.fail("ERR", "syntax error: SPENT.CLAIM ns key [RESULT v] [FP hex] [PLACE p] [EXPIRESAT ms | EXPIRESIN iso8601], not "+spent.QuoteInput(string(args[i])))
 			return
 		}
 	}
@@ -255,6 +289,7 @@ func (c *conn) answerClaim(it *pendingClaim) {
 	}
 	if it.err != nil {
 		c.s.m.command(label, false)
+		c.s.rollback.unreserve(it.cost)
 		c.fail(it.err)
 		return
 	}
@@ -266,9 +301,11 @@ func (c *conn) answerClaim(it *pendingClaim) {
 	fresh := a.Outcome == spent.Fresh
 	if fresh && it.prefix != nil && it.prefix.Rollback {
 		// The window is half the lease, which ends at the record's expiry
-		// when that comes first.
+		// when that comes first; DEL reads it from the record too.
 		r := &a.Record
-		c.s.rollback.add(it.claim.Namespace, it.claim.Key, r.Seq, it.value, r.FirstSeen.Add(r.LeaseUntil.Sub(r.FirstSeen)/2), r.LeaseUntil)
+		c.s.rollback.add(it.claim.Namespace, it.claim.Key, r.Seq, it.value, it.cost, windowEnd(r), r.LeaseUntil)
+	} else {
+		c.s.rollback.unreserve(it.cost)
 	}
 	switch it.kind {
 	case kindSetNX:
@@ -287,6 +324,8 @@ func (c *conn) answerClaim(it *pendingClaim) {
 			c.w.null()
 		case a.Outcome == spent.Replayed && !a.ResultOmitted:
 			c.w.bulk(a.Record.Result)
+		case a.Outcome == spent.Replayed && c.broken:
+			c.w.null() // its client is gone: the value is not read
 		case a.Outcome == spent.Replayed:
 			c.replayedValue(it)
 		default:
@@ -296,7 +335,7 @@ func (c *conn) answerClaim(it *pendingClaim) {
 			c.w.bulkString("")
 		}
 	case kindNative:
-		if a.ResultOmitted {
+		if a.ResultOmitted && !c.broken {
 			ctx, cancel := c.ctx()
 			if rec, err := c.s.ledger.Get(ctx, it.claim.Namespace, it.claim.Key); err == nil && rec.Seq == a.Record.Seq {
 				a.Record.Result = rec.Result

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spentledger/spent"
+	"github.com/spentledger/spent/door"
 	"github.com/spentledger/spent/internal/grant"
 )
 
@@ -21,6 +22,7 @@ import (
 type conn struct {
 	s        *Server
 	nc       net.Conn
+	entry    *door.Conn // its admission (package door)
 	r        *reader
 	w        writer
 	id       int64
@@ -31,10 +33,75 @@ type conn struct {
 	items    []pendingClaim // claims, reused from run to run
 	batchOf  []spent.Claim
 	at       []int
+
+	// Deadlines (see deadlineReader): the sign-in's, the batch's start,
+	// whether a batch is being read, and the read and write deadlines set
+	// last.
+	authDeadline time.Time
+	batchStart   time.Time
+	midBatch     bool
+	readDL       time.Time
+	readKind     deadlineKind
+	writeDL      time.Time
+
+	// held is what the batch's arguments reserved of the server's budget of
+	// bytes in flight, and batchBytes what they take in all.
+	held, batchBytes int64
+
+	broken     bool // a write failed: replies are dropped, commands still decided
+	closeAfter bool // too many refused sign-ins: close once the replies are written
 }
 
+// deadlineKind says which deadline a connection's read is under.
+type deadlineKind uint8
+
+const (
+	deadlineNone deadlineKind = iota
+	deadlineIdle              // waiting for the next command (idle_timeout)
+	deadlineAuth              // not signed in (auth_timeout from the connection's start)
+	deadlineRead              // reading a batch (read_timeout from its first byte)
+)
+
 func newConn(s *Server, nc net.Conn) *conn {
-	return &conn{s: s, nc: nc, r: newReader(nc, s.cfg.MaxArgs, s.cfg.MaxBulk), id: s.ids.Add(1)}
+	c := &conn{s: s, nc: nc, id: s.ids.Add(1)}
+	c.r = newReader(deadlineReader{c}, s.preAuth)
+	return c
+}
+
+// deadlineReader reads the connection under the deadline its state calls
+// for: the sign-in's while it has not signed in, read_timeout from the
+// first byte of a batch while the batch is read, idle_timeout while it
+// waits for the next command. It sets the deadline only when it changes
+// (the idle one once it is half spent), so a busy connection does not pay
+// for it on every read.
+type deadlineReader struct{ c *conn }
+
+func (d deadlineReader) Read(p []byte) (int, error) {
+	c := d.c
+	now := time.Now()
+	lim := &c.s.lim
+	var dl time.Time
+	var kind deadlineKind
+	switch {
+	case c.midBatch:
+		dl, kind = c.batchStart.Add(lim.ReadTimeout), deadlineRead
+		if c.g == nil && c.authDeadline.Before(dl) {
+			dl, kind = c.authDeadline, deadlineAuth
+		}
+	case c.g == nil:
+		dl, kind = c.authDeadline, deadlineAuth
+	default:
+		dl, kind = now.Add(lim.IdleTimeout), deadlineIdle
+	}
+	if kind != c.readKind || (kind == deadlineIdle && c.readDL.Sub(now) < lim.IdleTimeout/2) || (kind != deadlineIdle && !dl.Equal(c.readDL)) {
+		c.nc.SetReadDeadline(dl)
+		c.readDL, c.readKind = dl, kind
+		if c.stopping.Load() {
+			// stop raced with this deadline: keep stop's.
+			c.nc.SetReadDeadline(now)
+		}
+	}
+	return c.nc.Read(p)
 }
 
 // stop asks the connection to end after the batch it is deciding: a read
@@ -44,17 +111,52 @@ func (c *conn) stop() {
 	c.nc.SetReadDeadline(time.Now())
 }
 
+// flush writes the replies built so far, within write_timeout: a client
+// that does not read its replies is cut off when it passes. After a failed
+// write the connection is broken: its replies are dropped, while the
+// commands it sent are still decided.
 func (c *conn) flush() error {
 	if len(c.w.b) == 0 {
 		return nil
 	}
-	_, err := c.nc.Write(c.w.b)
-	if cap(c.w.b) > 1<<20 {
+	var err error
+	if c.broken {
+		err = net.ErrClosed
+	} else {
+		now := time.Now()
+		if wt := c.s.lim.WriteTimeout; c.writeDL.Sub(now) < wt/2 {
+			c.writeDL = now.Add(wt)
+			c.nc.SetWriteDeadline(c.writeDL)
+		}
+		_, err = c.nc.Write(c.w.b)
+		if err != nil {
+			c.broken = true
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				c.s.m.refused.WithLabelValues("write_timeout").Inc()
+				c.s.log.Debug("resp: a client did not read its replies within write_timeout: closing it", "client", c.nc.RemoteAddr().String())
+			}
+		}
+	}
+	if cap(c.w.b) > maxKeptReply {
 		c.w.b = nil
 	} else {
 		c.w.b = c.w.b[:0]
 	}
 	return err
+}
+
+// maxKeptReply is the largest reply buffer a connection keeps for its next
+// batch: an idle connection holds no more.
+const maxKeptReply = 64 << 10
+
+// spill writes the replies built so far once they pass max_reply, so that
+// a batch whose replies are large (reads of large values) is written as it
+// is decided rather than held.
+func (c *conn) spill() {
+	if len(c.w.b) >= c.s.cfg.MaxReply {
+		c.flush()
+	}
 }
 
 func (c *conn) serve() {
@@ -66,39 +168,79 @@ func (c *conn) serve() {
 	}()
 	if len(c.s.grants) == 0 {
 		c.g = grant.Open
+		c.entry.SignIn()
+	} else {
+		c.authDeadline = time.Now().Add(c.s.lim.AuthTimeout)
 	}
 	for !c.stopping.Load() {
 		err := c.read()
-		if len(c.batch) > 0 {
-			if quit := c.exec(); quit {
-				c.flush()
-				return
-			}
-		}
-		if err != nil {
-			var pe *protocolError
-			if errors.As(err, &pe) {
-				c.s.m.refused.WithLabelValues("protocol").Inc()
-				c.w.fail("ERR", pe.Error())
-			} else if !ioErr(err) && !c.stopping.Load() {
-				c.s.log.Debug("resp: read", "client", c.nc.RemoteAddr().String(), "err", err)
-			}
+		quit := len(c.batch) > 0 && c.exec()
+		c.endBatch()
+		if quit {
 			c.flush()
 			return
 		}
-		if err := c.flush(); err != nil {
+		if err != nil {
+			c.readFailed(err)
+			c.flush()
+			return
+		}
+		if err := c.flush(); err != nil || c.closeAfter {
 			return
 		}
 	}
 }
 
+// readFailed answers the error that ended the connection's reading, when
+// it calls for an answer.
+func (c *conn) readFailed(err error) {
+	var pe *protocolError
+	var ne net.Error
+	switch {
+	case errors.As(err, &pe):
+		c.s.m.refused.WithLabelValues("protocol").Inc()
+		c.w.fail("ERR", pe.Error())
+	case c.stopping.Load():
+	case errors.As(err, &ne) && ne.Timeout():
+		switch c.readKind {
+		case deadlineAuth:
+			c.s.m.refused.WithLabelValues("auth_timeout").Inc()
+			c.w.fail("NOAUTH", fmt.Sprintf("Authentication required: no AUTH within %v of connecting (auth_timeout): closing the connection", c.s.lim.AuthTimeout))
+		case deadlineRead:
+			c.s.m.refused.WithLabelValues("read_timeout").Inc()
+			c.w.fail("ERR", fmt.Sprintf("a command took more than %v to arrive (read_timeout): closing the connection", c.s.lim.ReadTimeout))
+		default:
+			c.s.m.refused.WithLabelValues("idle").Inc()
+		}
+	case !ioErr(err):
+		c.s.log.Debug("resp: read", "client", c.nc.RemoteAddr().String(), "err", err)
+	}
+}
+
 // read reads the next batch: one command, waiting for it, then those that
 // have already arrived, up to MaxPipeline commands or 4 × MaxBulk bytes.
+// Before the connection signs in, a batch is one command, under the
+// limits of an unauthenticated client (door.PreAuthArgs and
+// door.PreAuthFrame), so that what follows AUTH is read under the token's.
+// A command whose arguments the budget of bytes in flight cannot hold is
+// read, dropped, and answered -UNAVAILABLE (a nil entry of the batch); it
+// ends the batch.
 func (c *conn) read() error {
 	c.batch = c.batch[:0]
+	if _, err := c.r.br.Peek(1); err != nil {
+		return err
+	}
+	c.midBatch, c.batchStart = true, time.Now()
+	defer func() { c.midBatch = false }()
+	preAuth := c.g == nil
+	if preAuth {
+		c.r.lim, c.r.grant = c.s.preAuth, nil
+	} else {
+		c.r.lim, c.r.grant = c.s.full, c.reserve
+	}
 	size := 0
 	for len(c.batch) < c.s.cfg.MaxPipeline && size <= 4*c.s.cfg.MaxBulk {
-		if len(c.batch) > 0 && !c.r.buffered() {
+		if len(c.batch) > 0 && (preAuth || !c.r.buffered()) {
 			break
 		}
 		var args [][]byte
@@ -106,6 +248,10 @@ func (c *conn) read() error {
 			args = c.batch[:n+1][n]
 		}
 		args, n, err := c.r.command(args)
+		if errors.Is(err, errBusy) {
+			c.batch = append(c.batch, nil)
+			break
+		}
 		if err != nil {
 			return err
 		}
@@ -117,11 +263,44 @@ func (c *conn) read() error {
 	return nil
 }
 
+// freeBytes are the bytes of a batch's arguments a connection holds without
+// drawing on the server's budget of bytes in flight: claims and reads of
+// short keys never touch it.
+const freeBytes = 16 << 10
+
+// reserve accounts for an argument of n bytes, drawing on the server's
+// budget past freeBytes a batch; it reports whether the argument fits.
+func (c *conn) reserve(n int) bool {
+	if c.batchBytes+int64(n) <= freeBytes {
+		c.batchBytes += int64(n)
+		return true
+	}
+	if !c.s.budget.TryAcquire(int64(n)) {
+		c.s.m.refused.WithLabelValues("busy").Inc()
+		return false
+	}
+	c.held += int64(n)
+	c.batchBytes += int64(n)
+	return true
+}
+
+// endBatch gives back what the batch's arguments reserved.
+func (c *conn) endBatch() {
+	c.s.budget.Release(c.held)
+	c.held, c.batchBytes = 0, 0
+}
+
 // exec decides the batch in order. A run of claims (SET … NX, SETNX,
 // SPENT.CLAIM) goes to the ledger as one batch, written by one store
 // write. It reports whether the client asked to quit.
 func (c *conn) exec() bool {
 	for i := 0; i < len(c.batch); {
+		if c.batch[i] == nil {
+			c.s.m.command("other", false)
+			c.w.fail("UNAVAILABLE", fmt.Sprintf("server busy: the commands in flight fill the budget of %d bytes (max_bodies); this command was dropped unread; retry", c.s.budget.Total()))
+			i++
+			continue
+		}
 		name := upper(c.batch[i][0])
 		if isClaim(name) {
 			j := i + 1
@@ -135,6 +314,7 @@ func (c *conn) exec() bool {
 		if c.one(name, c.batch[i]) {
 			return true
 		}
+		c.spill()
 		i++
 	}
 	return false
@@ -169,6 +349,11 @@ func (c *conn) one(name string, args [][]byte) (quit bool) {
 	}
 	if c.g == nil {
 		c.noauth()
+		return false
+	}
+	if c.broken && readOnly[name] {
+		// Its client is gone (a write failed): a read has nothing left to
+		// do. Writes are still decided, so that none is left half-done.
 		return false
 	}
 	switch name {
@@ -216,7 +401,11 @@ func (c *conn) one(name string, args [][]byte) (quit bool) {
 	case "RESET":
 		c.w.resp3, c.name = false, ""
 		if len(c.s.grants) > 0 {
+			// Signed out: the connection must sign in again, within
+			// auth_timeout, and counts as unauthenticated meanwhile.
 			c.g = nil
+			c.entry.SignOut()
+			c.authDeadline = time.Now().Add(c.s.lim.AuthTimeout)
 		}
 		c.w.simple("RESET")
 	case "GET":
@@ -244,6 +433,10 @@ func (c *conn) one(name string, args [][]byte) (quit bool) {
 	}
 	return false
 }
+
+// readOnly are the commands a connection whose client is gone skips.
+var readOnly = map[string]bool{"PING": true, "ECHO": true, "GET": true, "EXISTS": true, "TTL": true, "PTTL": true,
+	"SPENT.GET": true, "INFO": true, "COMMAND": true, "CLIENT": true, "CONFIG": true, "SELECT": true}
 
 // refusedWrites are the Redis writes that would overwrite, shorten or
 // delete a record, with the reason each is refused.
@@ -317,7 +510,9 @@ func (c *conn) auth(args [][]byte) {
 	}
 }
 
-// login checks a token, writing WRONGPASS when it is unknown.
+// login checks a token, writing WRONGPASS when it is unknown. A refusal is
+// answered after the delay of the server's sign-in throttle (package door),
+// and the connection is closed after max_auth_failures of them.
 func (c *conn) login(tok []byte) bool {
 	if len(c.s.grants) == 0 {
 		return true
@@ -325,10 +520,21 @@ func (c *conn) login(tok []byte) bool {
 	g := c.s.grants.Match(string(tok))
 	if g == nil {
 		c.s.m.refused.WithLabelValues("auth").Inc()
+		delay := c.s.throttle.Failed("resp", c.nc.RemoteAddr().String(), "unknown token")
+		n := c.entry.Failed()
+		if !c.stopping.Load() {
+			time.Sleep(delay)
+		}
+		if n >= c.s.lim.MaxAuthFailures {
+			c.closeAfter = true
+			c.w.fail("WRONGPASS", fmt.Sprintf("invalid username-password pair or user is disabled: unknown token; closing the connection after %d refused sign-ins (max_auth_failures)", n))
+			return false
+		}
 		c.w.fail("WRONGPASS", "invalid username-password pair or user is disabled: unknown token")
 		return false
 	}
 	c.g = g
+	c.entry.SignIn()
 	return true
 }
 
@@ -542,9 +748,12 @@ func (c *conn) ttl(name string, args [][]byte) {
 	}
 }
 
-// del releases pending claims. A key with a complete record refuses the
-// whole command before anything is released, so that the client learns
-// nothing was; keys without a record count 0, as in Redis.
+// del releases pending claims. A key with a complete record, or whose
+// claim's rollback window has closed (both read from the record), refuses
+// the whole command before anything is released, so that the client learns
+// nothing was; keys without a record count 0, as in Redis. Each release
+// names the seq of the record read, so that a DEL racing with a new claim
+// of the key can never release that other claim.
 func (c *conn) del(args [][]byte) {
 	if len(args) < 2 {
 		c.arity("DEL")
@@ -553,6 +762,7 @@ func (c *conn) del(args [][]byte) {
 	type target struct {
 		p   *Prefix
 		key string
+		seq spent.Seq // zero: no record
 	}
 	targets := make([]target, 0, len(args)-1)
 	for _, k := range args[1:] {
@@ -560,41 +770,58 @@ func (c *conn) del(args [][]byte) {
 		if !ok {
 			return
 		}
-		targets = append(targets, target{p, key})
+		targets = append(targets, target{p: p, key: key})
 	}
 	ctx, cancel := c.ctx()
 	defer cancel()
-	refuse := func(i int, before string) {
-		why := "it is a complete record"
-		if targets[i].p.Rollback {
-			why = "its rollback window (half the namespace's lease) has closed, and it is a complete record now"
-		}
+	refuse := func(i int, why, before string) {
 		c.w.fail("NOT_PENDING", "key "+spent.QuoteInput(string(args[i+1]))+" cannot be deleted: "+why+"; spent never forgets a spent key before it expires, since that would let it be spent twice (only a pending claim can be released); "+before)
 	}
-	for i, t := range targets {
+	now := c.s.ledger.Now()
+	for i := range targets {
+		t := &targets[i]
 		rec, err := c.s.ledger.Get(ctx, t.p.Namespace, t.key)
 		switch {
 		case spent.ErrorCode(err) == spent.ENotFound:
+			continue
 		case err != nil:
 			c.fail(err)
 			return
+		case rec.State == spent.StateComplete && t.p.Rollback:
+			refuse(i, "its rollback window (half the namespace's lease) has closed, and it is a complete record now", "no key of this DEL was released")
+			return
 		case rec.State == spent.StateComplete:
-			refuse(i, "no key of this DEL was released")
+			refuse(i, "it is a complete record", "no key of this DEL was released")
+			return
+		case t.p.Rollback && !now.Before(windowEnd(&rec)):
+			refuse(i, "its rollback window (half the namespace's lease) closed at "+windowEnd(&rec).UTC().Format(time.RFC3339Nano)+", and its completion is due", "no key of this DEL was released")
+			return
+		case rec.LeaseExpiredAt(now):
+			c.w.errorReply(spent.Errorf(spent.ELeaseExpired, "key %s: lease ran out at %s; an operator must resolve this outcome (spent unknown); no key of this DEL was released",
+				spent.QuoteInput(string(args[i+1])), rec.LeaseUntil.UTC().Format(time.RFC3339Nano)))
 			return
 		}
+		t.seq = rec.Seq
 	}
 	n := int64(0)
 	for i, t := range targets {
-		err := c.s.ledger.Release(ctx, spent.Release{Namespace: t.p.Namespace, Key: t.key})
+		if t.seq.IsZero() {
+			continue
+		}
+		err := c.s.ledger.Release(ctx, spent.Release{Namespace: t.p.Namespace, Key: t.key, Seq: t.seq})
 		switch spent.ErrorCode(err) {
 		case "":
 			n++
-			c.s.rollback.forget(t.p.Namespace, t.key)
-		case spent.ENotFound:
+			if t.p.Rollback {
+				c.s.rollback.forget(t.p.Namespace, t.key, t.seq, "released")
+			}
+		case spent.ENotFound, spent.ESeqMismatch:
+			// Released by another command meanwhile (and perhaps claimed
+			// again by another client, whose claim stays).
 		case spent.ENotPending:
-			// Completed since the check (its rollback window closed):
-			// the keys before it are released.
-			refuse(i, "the keys before it were released")
+			// Completed since the check (its window closed): the keys
+			// before it are released.
+			refuse(i, "it was completed meanwhile (its rollback window closed)", "the keys before it were released")
 			return
 		default:
 			c.fail(err)
@@ -602,6 +829,13 @@ func (c *conn) del(args [][]byte) {
 		}
 	}
 	c.w.integer(n)
+}
+
+// windowEnd is the end of the rollback window of a pending record of a
+// rollback prefix: half its lease, which ends at the record's expiry when
+// that comes first.
+func windowEnd(r *spent.Record) time.Time {
+	return r.FirstSeen.Add(r.LeaseUntil.Sub(r.FirstSeen) / 2)
 }
 
 // millis is t in Unix milliseconds, 0 for the zero time.
@@ -679,7 +913,10 @@ func (c *conn) nativeGet(args [][]byte) {
 }
 
 // end is SPENT.COMPLETE ns key seq result [FORCE] and SPENT.RELEASE ns key
-// seq [FORCE]; seq "*" addresses whichever claim holds the key.
+// seq [FORCE]; seq "*" addresses whichever claim holds the key, read from
+// its record first so that the release names that claim's seq. In a
+// namespace of a rollback prefix, a release after the record's rollback
+// window is refused unless forced, as DEL refuses it.
 func (c *conn) end(args [][]byte, release bool) {
 	want := 5
 	name := "SPENT.COMPLETE"
@@ -710,11 +947,29 @@ func (c *conn) end(args [][]byte, release bool) {
 	ctx, cancel := c.ctx()
 	defer cancel()
 	if release {
+		if c.s.rollbackNS[ns] && !force || seq.IsZero() {
+			rec, err := c.s.ledger.Get(ctx, ns, key)
+			if err != nil {
+				c.fail(err)
+				return
+			}
+			if seq.IsZero() && rec.State == spent.StatePending {
+				if rec.LeaseExpiredAt(c.s.ledger.Now()) && !force {
+					c.fail(spent.Errorf(spent.ELeaseExpired, "lease ran out at %s; an operator must resolve this outcome", rec.LeaseUntil.UTC().Format(time.RFC3339Nano)))
+					return
+				}
+				seq = rec.Seq
+			}
+			if c.s.rollbackNS[ns] && !force && rec.Seq == seq && rec.State == spent.StatePending && !c.s.ledger.Now().Before(windowEnd(&rec)) {
+				c.fail(spent.Errorf(spent.ENotPending, "the claim's rollback window closed at %s, and its completion is due; FORCE (admin) releases it anyway", windowEnd(&rec).UTC().Format(time.RFC3339Nano)))
+				return
+			}
+		}
 		if err := c.s.ledger.Release(ctx, spent.Release{Namespace: ns, Key: key, Seq: seq, Force: force}); err != nil {
 			c.fail(err)
 			return
 		}
-		c.s.rollback.forget(ns, key)
+		c.s.rollback.forget(ns, key, seq, "released")
 		c.w.simple("OK")
 		return
 	}
@@ -723,6 +978,7 @@ func (c *conn) end(args [][]byte, release bool) {
 		c.fail(err)
 		return
 	}
+	c.s.rollback.forget(ns, key, rec.Seq, "completed")
 	c.record(&rec, nil)
 }
 

@@ -8,12 +8,13 @@ import (
 
 // metrics are the listener's Prometheus metrics (docs/operations.md).
 type metrics struct {
-	commands     *prometheus.CounterVec
-	outcomes     *prometheus.CounterVec
-	refused      *prometheus.CounterVec
-	conns        prometheus.Gauge
-	rollbackOpen prometheus.Gauge
-	rollbackDone *prometheus.CounterVec
+	commands      *prometheus.CounterVec
+	outcomes      *prometheus.CounterVec
+	refused       *prometheus.CounterVec
+	conns         prometheus.Gauge
+	rollbackOpen  prometheus.Gauge
+	rollbackBytes prometheus.Gauge
+	rollbackDone  *prometheus.CounterVec
 
 	// The counters of the commands and outcomes spent answers, looked up
 	// once rather than by label on every command.
@@ -38,13 +39,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "spent_resp_claims_total",
 			Help: "Claims decided through the RESP listener, by outcome."}, []string{"outcome"}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "spent_resp_refused_total",
-			Help: "Connections or commands refused before any command ran, by reason: max_clients, not_loopback, protocol, auth, http."}, []string{"reason"}),
+			Help: "Connections or commands refused or cut off, by reason: max_clients, evicted, not_loopback, protocol, auth, auth_failures, auth_timeout, read_timeout, write_timeout, idle, busy, rollback_budget, revoked, http."}, []string{"reason"}),
 		conns: prometheus.NewGauge(prometheus.GaugeOpts{Name: "spent_resp_connections",
 			Help: "RESP connections open."}),
 		rollbackOpen: prometheus.NewGauge(prometheus.GaugeOpts{Name: "spent_resp_rollback_pending",
 			Help: "Claims of rollback prefixes in their window: pending, to be completed with their value."}),
+		rollbackBytes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "spent_resp_rollback_bytes",
+			Help: "Bytes the values of claims of rollback prefixes hold while they wait for their window's end (at most max_rollback_bytes)."}),
 		rollbackDone: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "spent_resp_rollback_ended_total",
-			Help: "Rollback windows ended, by how: completed, released (by DEL), failed (left pending, an unknown outcome)."}, []string{"how"}),
+			Help: "Rollback windows ended, by how: completed, released (by DEL or SPENT.RELEASE, or ended by SPENT.COMPLETE), failed (left pending, an unknown outcome)."}, []string{"how"}),
 	}
 	m.byCommand = map[string][2]prometheus.Counter{}
 	for _, name := range append(commandNames, "other") {
@@ -58,7 +61,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.commands, m.outcomes, m.refused, m.conns, m.rollbackOpen, m.rollbackDone} {
+	for _, c := range []prometheus.Collector{m.commands, m.outcomes, m.refused, m.conns, m.rollbackOpen, m.rollbackBytes, m.rollbackDone} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

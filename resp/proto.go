@@ -20,27 +20,52 @@ func protocolErrorf(format string, args ...any) error {
 }
 
 // maxLine is the longest header line (an array or bulk length) and the
-// longest inline command, in bytes: the reader's buffer.
+// longest inline command, in bytes, once the connection has signed in.
 const maxLine = 64 << 10
+
+// readBuffer is the size of a connection's read buffer: small, since an
+// idle connection keeps it; a longer line is gathered beside it, and a long
+// argument is read past it, straight into its own bytes.
+const readBuffer = 4 << 10
+
+// bigBulk is the size past which an argument's bytes are allocated as they
+// arrive rather than all at once, so that declaring a length costs nothing
+// until the bytes come.
+const bigBulk = 64 << 10
+
+// limits bound one command: its arguments, the bytes of each, the bytes of
+// all of them, and the longest header or inline line.
+type limits struct {
+	args, bulk, frame, line int
+	preAuth                 bool // the connection has not signed in: the messages say so
+}
+
+// errBusy is returned by command when the server's budget of bytes in
+// flight could not hold one of the command's arguments: the command was read
+// to its end and dropped, and is answered -UNAVAILABLE; the connection
+// goes on.
+var errBusy = errors.New("resp: bytes in flight fill the budget")
 
 // reader reads commands: RESP arrays of bulk strings, or inline commands
 // (words separated by spaces, as typed at a telnet prompt). It checks every
 // length against its limits before allocating, so a client cannot make it
-// hold more than maxArgs × maxBulk bytes for one command.
+// hold more than its limits allow for one command, and asks grant for the
+// bytes of each argument before it holds them.
 type reader struct {
-	br      *bufio.Reader
-	maxArgs int
-	maxBulk int
-	arena   []byte // where short arguments are carved from
+	br    *bufio.Reader
+	lim   limits
+	grant func(n int) bool // nil: every argument fits
+	arena []byte           // where short arguments are carved from
+	long  []byte           // a line longer than the buffer, while it is gathered
 }
 
 // arenaChunk is the size of the chunks short arguments are carved from, and
 // maxCarved the longest argument carved rather than allocated on its own.
-// A chunk is never reused: an argument kept after its command (a value
-// waiting for its rollback window, say) keeps its chunk alive, no more.
+// A chunk is never reused: an argument kept after its command keeps its
+// chunk alive, no more.
 const (
-	arenaChunk = 16 << 10
-	maxCarved  = 1 << 10
+	arenaChunk = 4 << 10
+	maxCarved  = 512
 )
 
 // alloc returns n bytes for an argument.
@@ -56,18 +81,29 @@ func (r *reader) alloc(n int) []byte {
 	return r.arena[i : i+n : i+n]
 }
 
-func newReader(r io.Reader, maxArgs, maxBulk int) *reader {
-	return &reader{br: bufio.NewReaderSize(r, maxLine), maxArgs: maxArgs, maxBulk: maxBulk}
+func newReader(r io.Reader, lim limits) *reader {
+	return &reader{br: bufio.NewReaderSize(r, readBuffer), lim: lim}
 }
 
 // buffered reports whether bytes of a further command have already arrived.
 func (r *reader) buffered() bool { return r.br.Buffered() > 0 }
 
-// line reads one line without its CRLF (or LF).
+// line reads one line without its CRLF (or LF), of at most lim.line bytes.
+// The line is valid until the next read.
 func (r *reader) line() ([]byte, error) {
 	b, err := r.br.ReadSlice('\n')
 	if errors.Is(err, bufio.ErrBufferFull) {
-		return nil, protocolErrorf("line longer than %d bytes", maxLine)
+		r.long = append(r.long[:0], b...)
+		for errors.Is(err, bufio.ErrBufferFull) && len(r.long) <= r.lim.line {
+			b, err = r.br.ReadSlice('\n')
+			r.long = append(r.long, b...)
+		}
+		if len(r.long) > r.lim.line+2 || errors.Is(err, bufio.ErrBufferFull) {
+			r.long = nil
+			return nil, r.tooLong()
+		}
+		// The line stays valid until the next read: it is not kept after.
+		b, r.long = r.long, nil
 	}
 	if err != nil {
 		return nil, err
@@ -76,10 +112,22 @@ func (r *reader) line() ([]byte, error) {
 	if n := len(b); n > 0 && b[n-1] == '\r' {
 		b = b[:n-1]
 	}
+	if len(b) > r.lim.line {
+		return nil, r.tooLong()
+	}
 	return b, nil
 }
 
-// length parses the length of an array ('*') or bulk ('$') header.
+func (r *reader) tooLong() error {
+	if r.lim.preAuth {
+		return protocolErrorf("line longer than %d bytes before AUTH", r.lim.line)
+	}
+	return protocolErrorf("line longer than %d bytes", r.lim.line)
+}
+
+// length parses the length of an array ('*') or bulk ('$') header: the
+// kind, then decimal digits, or -1. A sign, spaces or leading zeros beyond
+// one are refused, as Redis refuses them.
 func length(b []byte, kind byte, what string) (int, error) {
 	if len(b) == 0 || b[0] != kind {
 		got := "end of line"
@@ -88,16 +136,27 @@ func length(b []byte, kind byte, what string) (int, error) {
 		}
 		return 0, protocolErrorf("expected '%c', got %s", kind, got)
 	}
-	n, err := strconv.Atoi(string(b[1:]))
-	if err != nil || n < -1 {
+	d := b[1:]
+	if string(d) == "-1" {
+		return -1, nil
+	}
+	if len(d) == 0 || len(d) > 10 || (d[0] == '0' && len(d) > 1) {
 		return 0, protocolErrorf("invalid %s length", what)
+	}
+	n := 0
+	for _, c := range d {
+		if c < '0' || c > '9' {
+			return 0, protocolErrorf("invalid %s length", what)
+		}
+		n = 10*n + int(c-'0')
 	}
 	return n, nil
 }
 
 // command reads the next command into args (reusing its backing array),
 // returning the arguments and the bytes they hold. An empty array or an
-// empty inline line yields no arguments.
+// empty inline line yields no arguments. errBusy means the command was read
+// and dropped because grant refused one of its arguments.
 func (r *reader) command(args [][]byte) ([][]byte, int, error) {
 	args = args[:0]
 	first, err := r.br.Peek(1)
@@ -115,10 +174,14 @@ func (r *reader) command(args [][]byte) ([][]byte, int, error) {
 	if err != nil {
 		return args, 0, err
 	}
-	if n > r.maxArgs {
-		return args, 0, protocolErrorf("command of %d arguments: at most %d (resp max_args)", n, r.maxArgs)
+	if n > r.lim.args {
+		if r.lim.preAuth {
+			return args, 0, protocolErrorf("command of %d arguments before AUTH: at most %d", n, r.lim.args)
+		}
+		return args, 0, protocolErrorf("command of %d arguments: at most %d (resp max_args)", n, r.lim.args)
 	}
 	size := 0
+	busy := false
 	for range n {
 		hdr, err := r.line()
 		if err != nil {
@@ -131,12 +194,32 @@ func (r *reader) command(args [][]byte) ([][]byte, int, error) {
 		if m < 0 {
 			return args, 0, protocolErrorf("invalid bulk length")
 		}
-		if m > r.maxBulk {
-			return args, 0, protocolErrorf("argument of %d bytes: at most %d (resp max_bulk)", m, r.maxBulk)
+		if m > r.lim.bulk {
+			if r.lim.preAuth {
+				return args, 0, protocolErrorf("argument of %d bytes before AUTH: at most %d", m, r.lim.bulk)
+			}
+			return args, 0, protocolErrorf("argument of %d bytes: at most %d (resp max_bulk)", m, r.lim.bulk)
 		}
-		b := r.alloc(m)
-		if _, err := io.ReadFull(r.br, b); err != nil {
-			return args, 0, unexpectedEOF(err)
+		if size+m > r.lim.frame {
+			if r.lim.preAuth {
+				return args, 0, protocolErrorf("command of more than %d bytes before AUTH", r.lim.frame)
+			}
+			return args, 0, protocolErrorf("command of more than %d bytes", r.lim.frame)
+		}
+		size += m
+		if !busy && r.grant != nil && !r.grant(m) {
+			busy = true
+		}
+		if busy {
+			if _, err := r.br.Discard(m); err != nil {
+				return args, 0, unexpectedEOF(err)
+			}
+		} else {
+			b, err := r.bulk(m)
+			if err != nil {
+				return args, 0, unexpectedEOF(err)
+			}
+			args = append(args, b)
 		}
 		cr, err1 := r.br.ReadByte()
 		lf, err2 := r.br.ReadByte()
@@ -146,10 +229,35 @@ func (r *reader) command(args [][]byte) ([][]byte, int, error) {
 		if cr != '\r' || lf != '\n' {
 			return args, 0, protocolErrorf("bulk of %d bytes not followed by CRLF", m)
 		}
-		args = append(args, b)
-		size += m
+	}
+	if busy {
+		return args[:0], size, errBusy
 	}
 	return args, size, nil
+}
+
+// bulk reads an argument of m bytes. Up to bigBulk they are allocated at
+// once; a longer one grows as its bytes arrive.
+func (r *reader) bulk(m int) ([]byte, error) {
+	if m <= bigBulk {
+		b := r.alloc(m)
+		_, err := io.ReadFull(r.br, b)
+		return b, err
+	}
+	b := make([]byte, 0, bigBulk)
+	for len(b) < m {
+		if len(b) == cap(b) {
+			nb := make([]byte, len(b), min(2*cap(b), m))
+			copy(nb, b)
+			b = nb
+		}
+		n, err := r.br.Read(b[len(b):min(cap(b), m)])
+		b = b[:len(b)+n]
+		if err != nil {
+			return nil, err
+		}
+	}
+	return b, nil
 }
 
 // inline reads a command typed as one line of words.
@@ -168,8 +276,11 @@ func (r *reader) inline(args [][]byte) ([][]byte, int, error) {
 			j++
 		}
 		if j > i {
-			if len(args) == r.maxArgs {
-				return args, 0, protocolErrorf("command of more than %d arguments (resp max_args)", r.maxArgs)
+			if len(args) == r.lim.args {
+				if r.lim.preAuth {
+					return args, 0, protocolErrorf("command of more than %d arguments before AUTH", r.lim.args)
+				}
+				return args, 0, protocolErrorf("command of more than %d arguments (resp max_args)", r.lim.args)
 			}
 			args = append(args, append([]byte(nil), b[i:j]...))
 			size += j - i

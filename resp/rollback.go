@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/semaphore"
+
 	"github.com/spentledger/spent"
 )
 
@@ -15,12 +17,23 @@ import (
 // and the completion stores the value. A claim whose completion never comes
 // (the process died) stays pending, and its namespace holds expired leases,
 // so the key stays spent: an unknown outcome for an operator, never free.
+//
+// Each claim is known by its seq: a completion names it, and DEL's release
+// forgets only the completion of the seq it released, so that a DEL racing
+// with a new claim of the same key can neither drop the new claim's
+// completion nor release it. The values waiting for their window hold at
+// most max_rollback_bytes (reserved before the claim is made), and the
+// completions in flight hold at most completingBytes of them at once.
 type completer struct {
 	l   *spent.Ledger
 	log *slog.Logger
 	m   *metrics
 
+	maxBytes int64
+	inflight *semaphore.Weighted // bytes of the completions in flight
+
 	mu     sync.Mutex
+	held   int64 // bytes reserved by values waiting, or being completed
 	queue  dueQueue
 	index  map[pendingKey]*due
 	wake   chan struct{}
@@ -36,6 +49,7 @@ type due struct {
 	pendingKey
 	seq   spent.Seq
 	value []byte
+	cost  int64     // what the value reserved of the budget
 	at    time.Time // the window's end: complete then
 	end   time.Time // the lease's end: give up then
 	i     int
@@ -60,33 +74,74 @@ func (q *dueQueue) Pop() any {
 // writes that the store groups.
 const maxCompleting = 256
 
-func newCompleter(l *spent.Ledger, log *slog.Logger, m *metrics) *completer {
-	return &completer{l: l, log: log, m: m, index: map[pendingKey]*due{}, wake: make(chan struct{}, 1),
-		done: make(chan struct{}), sem: make(chan struct{}, maxCompleting)}
+// completingBytes bounds the bytes of the values of the completions in
+// flight: each is copied a few times on its way to the store, so that 256
+// completions of 1 MiB values at once would take over a gigabyte.
+const completingBytes = 16 << 20
+
+// dueOverhead is what a waiting value costs beside its bytes (the entry, its
+// key and namespace, the heap slot), counted against the budget so that
+// many small values are bounded too.
+const dueOverhead = 160
+
+func newCompleter(l *spent.Ledger, log *slog.Logger, m *metrics, maxBytes int64) *completer {
+	return &completer{l: l, log: log, m: m, maxBytes: maxBytes, inflight: semaphore.NewWeighted(completingBytes),
+		index: map[pendingKey]*due{}, wake: make(chan struct{}, 1), done: make(chan struct{}), sem: make(chan struct{}, maxCompleting)}
 }
 
-// add schedules the completion of a fresh claim at at; end is its lease's
-// end.
-func (c *completer) add(ns, key string, seq spent.Seq, value []byte, at, end time.Time) {
-	d := &due{pendingKey: pendingKey{ns, key}, seq: seq, value: value, at: at, end: end}
+// cost is what a value of a key reserves of the budget.
+func cost(key string, value []byte) int64 {
+	return int64(len(value) + len(key) + dueOverhead)
+}
+
+// reserve reserves n bytes of the budget for a value about to be claimed,
+// reporting whether they fit.
+func (c *completer) reserve(n int64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.held+n > c.maxBytes {
+		return false
+	}
+	c.held += n
+	c.m.rollbackBytes.Set(float64(c.held))
+	return true
+}
+
+// unreserve gives back n bytes.
+func (c *completer) unreserve(n int64) {
+	c.mu.Lock()
+	c.held -= n
+	c.m.rollbackBytes.Set(float64(c.held))
+	c.mu.Unlock()
+}
+
+// add schedules the completion of a fresh claim of seq at at, with value
+// (its own copy, cost already reserved); end is its lease's end.
+func (c *completer) add(ns, key string, seq spent.Seq, value []byte, cost int64, at, end time.Time) {
+	d := &due{pendingKey: pendingKey{ns, key}, seq: seq, value: value, cost: cost, at: at, end: end}
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
+		c.m.rollbackOpen.Inc()
 		c.complete(d)
 		return
 	}
 	old := c.index[d.pendingKey]
 	if old != nil {
-		// The key was released (SPENT.RELEASE, or a lease retaken) and
-		// claimed again: the old claim has nothing left to complete.
+		// The old claim was released (by DEL, or a lease retaken) and the
+		// key claimed again: the old one has nothing left to complete.
 		heap.Remove(&c.queue, old.i)
+		c.held -= old.cost
 	}
 	c.index[d.pendingKey] = d
 	heap.Push(&c.queue, d)
 	first := c.queue[0] == d
+	c.m.rollbackBytes.Set(float64(c.held))
 	c.mu.Unlock()
 	if old == nil {
 		c.m.rollbackOpen.Inc()
+	} else {
+		c.m.rollbackDone.WithLabelValues("released").Inc()
 	}
 	if first {
 		select {
@@ -96,17 +151,24 @@ func (c *completer) add(ns, key string, seq spent.Seq, value []byte, at, end tim
 	}
 }
 
-// forget drops the completion of a key whose claim was released.
-func (c *completer) forget(ns, key string) {
+// forget drops the completion of the claim seq of key, which was released
+// or completed by another command (how: "released" or "completed"); the
+// completion of another claim of the key is kept.
+func (c *completer) forget(ns, key string, seq spent.Seq, how string) {
 	c.mu.Lock()
 	d := c.index[pendingKey{ns, key}]
-	if d != nil {
+	if d != nil && d.seq == seq {
 		delete(c.index, d.pendingKey)
 		heap.Remove(&c.queue, d.i)
+		c.held -= d.cost
+		c.m.rollbackBytes.Set(float64(c.held))
+	} else {
+		d = nil
 	}
 	c.mu.Unlock()
 	if d != nil {
 		c.m.rollbackOpen.Dec()
+		c.m.rollbackDone.WithLabelValues(how).Inc()
 	}
 }
 
@@ -158,6 +220,10 @@ func (c *completer) run() {
 // the lease ends (then the claim is an unknown outcome, still spent).
 func (c *completer) complete(d *due) {
 	defer c.m.rollbackOpen.Dec()
+	defer c.unreserve(d.cost)
+	w := min(int64(len(d.value)), completingBytes)
+	c.inflight.Acquire(context.Background(), w)
+	defer c.inflight.Release(w)
 	deadline := d.end
 	ctx, cancel := context.WithDeadline(context.Background(), deadline.Add(time.Second))
 	defer cancel()
@@ -169,7 +235,8 @@ func (c *completer) complete(d *due) {
 			c.m.rollbackDone.WithLabelValues("completed").Inc()
 			return
 		case spent.ENotFound, spent.ENotPending, spent.ESeqMismatch:
-			// Released by DEL meanwhile (and perhaps claimed again).
+			// Released by DEL meanwhile (and perhaps claimed again), or
+			// ended by SPENT.COMPLETE or SPENT.RELEASE.
 			c.m.rollbackDone.WithLabelValues("released").Inc()
 			return
 		}

@@ -2,6 +2,7 @@ package resp
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/spentledger/spent"
+	"github.com/spentledger/spent/door"
 	"github.com/spentledger/spent/internal/grant"
 )
 
@@ -28,7 +30,15 @@ const (
 	// together: the claims among them share one store write.
 	DefaultMaxPipeline = 1024
 	// DefaultMaxClients is the most connections served at once.
-	DefaultMaxClients = 10000
+	DefaultMaxClients = door.DefaultMaxClients
+	// DefaultMaxReply is the most reply bytes a connection holds before it
+	// writes them: a batch whose replies pass it is written as it is
+	// decided, so that a client that pipelines reads of large values
+	// without reading the replies makes the server hold no more.
+	DefaultMaxReply = 256 << 10
+	// DefaultMaxRollbackBytes is the default budget of the values waiting
+	// in memory for the end of their rollback window: 64 MiB.
+	DefaultMaxRollbackBytes = 64 << 20
 )
 
 // Prefix maps the keys that start with Prefix to a namespace: the rest of
@@ -63,9 +73,31 @@ type Config struct {
 	Tokens []grant.Token
 	// MaxArgs is the most arguments of one command, MaxBulk the longest
 	// argument in bytes, MaxPipeline the most commands of a connection
-	// decided together, MaxClients the most connections. Zero means the
-	// default (MaxBulk: the ledger's MaxResult plus 1 KiB).
+	// decided together, MaxClients the most connections (over
+	// Limits.MaxClients when set). Zero means the default (MaxBulk: the
+	// ledger's MaxResult plus 1 KiB).
 	MaxArgs, MaxBulk, MaxPipeline, MaxClients int
+	// MaxReply is the most reply bytes a connection holds before it writes
+	// them (zero: DefaultMaxReply).
+	MaxReply int
+	// MaxRollbackBytes is the budget of the values of rollback prefixes
+	// waiting in memory for their window's end (zero:
+	// DefaultMaxRollbackBytes). A claim whose value does not fit is refused
+	// before it is made (-UNAVAILABLE, retry), never made without its
+	// rollback.
+	MaxRollbackBytes int64
+	// Limits is the policy every door of the server follows (package door):
+	// connections and the unauthenticated share, the sign-in, read, write
+	// and idle deadlines, refused sign-ins before a connection is closed.
+	// Zero fields take door's defaults.
+	Limits door.Limits
+	// Budget is the budget of bytes in flight the listener's command
+	// arguments draw on, shared with the server's other doors (the HTTP
+	// bodies); nil means one of Limits.MaxInFlight of its own.
+	Budget *door.Budget
+	// Throttle counts refused sign-ins, shared with the server's other
+	// doors; nil means one of its own, logging to Logger.
+	Throttle *door.Throttle
 	// Registerer receives the listener's metrics; nil means none.
 	Registerer prometheus.Registerer
 	// Logger receives connection and store errors; nil discards them.
@@ -76,7 +108,8 @@ type Config struct {
 
 // DefaultConfig returns a Config with the default limits and no prefixes.
 func DefaultConfig() Config {
-	return Config{MaxArgs: DefaultMaxArgs, MaxPipeline: DefaultMaxPipeline, MaxClients: DefaultMaxClients}
+	return Config{MaxArgs: DefaultMaxArgs, MaxPipeline: DefaultMaxPipeline, MaxReply: DefaultMaxReply,
+		MaxRollbackBytes: DefaultMaxRollbackBytes, Limits: door.DefaultLimits()}
 }
 
 // Server answers Redis clients over a Ledger (see docs/resp.md).
@@ -88,6 +121,16 @@ type Server struct {
 	log      *slog.Logger
 	m        *metrics
 	rollback *completer
+	lim      door.Limits
+	budget   *door.Budget
+	throttle *door.Throttle
+	admit    *door.Conns
+	// preAuth and full are the limits of a command before and after the
+	// connection signs in.
+	preAuth, full limits
+	// rollbackNS are the namespaces of rollback prefixes: SPENT.RELEASE
+	// there keeps to the window too.
+	rollbackNS map[string]bool
 
 	mu      sync.Mutex
 	lns     map[net.Listener]bool
@@ -105,6 +148,10 @@ func NewServer(l *spent.Ledger, cfg Config) (*Server, error) {
 		return nil, errors.New("resp: nil ledger")
 	}
 	d := DefaultConfig()
+	if err := cfg.Limits.Validate(); err != nil {
+		return nil, fmt.Errorf("resp: %w", err)
+	}
+	cfg.Limits = cfg.Limits.WithDefaults()
 	if cfg.MaxArgs == 0 {
 		cfg.MaxArgs = d.MaxArgs
 	}
@@ -112,14 +159,22 @@ func NewServer(l *spent.Ledger, cfg Config) (*Server, error) {
 		cfg.MaxPipeline = d.MaxPipeline
 	}
 	if cfg.MaxClients == 0 {
-		cfg.MaxClients = d.MaxClients
+		cfg.MaxClients = cfg.Limits.MaxClients
 	}
+	cfg.Limits.MaxClients = cfg.MaxClients
+	cfg.Limits.MaxUnauthenticated = min(cfg.Limits.MaxUnauthenticated, cfg.MaxClients)
 	if cfg.MaxBulk == 0 {
 		cfg.MaxBulk = spent.DefaultMaxResult + 1024
 	}
-	if cfg.MaxArgs < 4 || cfg.MaxBulk < spent.MaxKeyLen || cfg.MaxPipeline < 1 || cfg.MaxClients < 1 {
-		return nil, fmt.Errorf("resp: limits too small: max_args %d (at least 4), max_bulk %d (at least %d), max_pipeline %d, max_clients %d (at least 1)",
-			cfg.MaxArgs, cfg.MaxBulk, spent.MaxKeyLen, cfg.MaxPipeline, cfg.MaxClients)
+	if cfg.MaxReply == 0 {
+		cfg.MaxReply = d.MaxReply
+	}
+	if cfg.MaxRollbackBytes == 0 {
+		cfg.MaxRollbackBytes = d.MaxRollbackBytes
+	}
+	if cfg.MaxArgs < 4 || cfg.MaxBulk < spent.MaxKeyLen || cfg.MaxPipeline < 1 || cfg.MaxClients < 1 || cfg.MaxReply < 1 || cfg.MaxRollbackBytes < 1 {
+		return nil, fmt.Errorf("resp: limits too small: max_args %d (at least 4), max_bulk %d (at least %d), max_pipeline %d, max_clients %d, max_reply %d, max_rollback_bytes %d (at least 1)",
+			cfg.MaxArgs, cfg.MaxBulk, spent.MaxKeyLen, cfg.MaxPipeline, cfg.MaxClients, cfg.MaxReply, cfg.MaxRollbackBytes)
 	}
 	if cfg.MaxPipeline > spent.MaxBatch {
 		return nil, fmt.Errorf("resp: max_pipeline %d: at most %d, the ledger's largest batch", cfg.MaxPipeline, spent.MaxBatch)
@@ -156,18 +211,40 @@ func NewServer(l *spent.Ledger, cfg Config) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	budget := cfg.Budget
+	if budget == nil {
+		if budget, err = door.NewBudget(cfg.Limits.MaxInFlight); err != nil {
+			return nil, fmt.Errorf("resp: %w", err)
+		}
+	}
+	throttle := cfg.Throttle
+	if throttle == nil {
+		throttle = door.NewThrottle(log)
+	}
 	s := &Server{
-		ledger:   l,
-		prefixes: slices.Clone(cfg.Prefixes),
-		grants:   grants,
-		cfg:      cfg,
-		log:      log,
-		m:        m,
-		lns:      map[net.Listener]bool{},
-		conns:    map[*conn]bool{},
+		ledger:     l,
+		prefixes:   slices.Clone(cfg.Prefixes),
+		grants:     grants,
+		cfg:        cfg,
+		log:        log,
+		m:          m,
+		lim:        cfg.Limits,
+		budget:     budget,
+		throttle:   throttle,
+		admit:      door.NewConns(cfg.MaxClients, cfg.Limits.MaxUnauthenticated),
+		rollbackNS: map[string]bool{},
+		lns:        map[net.Listener]bool{},
+		conns:      map[*conn]bool{},
+	}
+	s.full = limits{args: cfg.MaxArgs, bulk: cfg.MaxBulk, frame: cfg.MaxArgs * cfg.MaxBulk, line: maxLine}
+	s.preAuth = limits{args: door.PreAuthArgs, bulk: door.PreAuthFrame, frame: door.PreAuthFrame, line: door.PreAuthFrame, preAuth: true}
+	for _, p := range cfg.Prefixes {
+		if p.Rollback {
+			s.rollbackNS[p.Namespace] = true
+		}
 	}
 	slices.SortFunc(s.prefixes, func(a, b Prefix) int { return len(b.Prefix) - len(a.Prefix) })
-	s.rollback = newCompleter(l, log, m)
+	s.rollback = newCompleter(l, log, m, cfg.MaxRollbackBytes)
 	go s.rollback.run()
 	return s, nil
 }
@@ -225,7 +302,9 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 }
 
-// start serves nc unless the server is closing or full.
+// start serves nc unless the server is closing or full. A connection over
+// the limits closes the oldest idle one that has not signed in to make
+// room (package door), or is refused when there is none.
 func (s *Server) start(nc net.Conn) {
 	c := newConn(s, nc)
 	s.mu.Lock()
@@ -234,19 +313,31 @@ func (s *Server) start(nc net.Conn) {
 		nc.Close()
 		return
 	}
-	full := len(s.conns) >= s.cfg.MaxClients
-	if !full {
-		s.conns[c] = true
-		s.wg.Add(1)
-	}
 	s.mu.Unlock()
-	if full {
+	before := s.admit.Evicted()
+	entry, err := s.admit.Admit(nc)
+	if n := s.admit.Evicted() - before; n > 0 {
+		s.m.refused.WithLabelValues("evicted").Add(float64(n))
+	}
+	if err != nil {
 		s.m.refused.WithLabelValues("max_clients").Inc()
+		nc.SetWriteDeadline(time.Now().Add(time.Second))
 		c.w.fail("ERR", fmt.Sprintf("max number of clients reached (%d, resp max_clients)", s.cfg.MaxClients))
 		c.flush()
 		nc.Close()
 		return
 	}
+	c.entry = entry
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		entry.Done()
+		nc.Close()
+		return
+	}
+	s.conns[c] = true
+	s.wg.Add(1)
+	s.mu.Unlock()
 	if len(s.grants) == 0 && !loopbackAddr(nc.RemoteAddr()) {
 		s.m.refused.WithLabelValues("not_loopback").Inc()
 		c.w.fail("DENIED", "no tokens are configured, so this listener serves loopback clients only: configure [[tokens]] to serve "+nc.RemoteAddr().String())
@@ -259,12 +350,28 @@ func (s *Server) start(nc net.Conn) {
 }
 
 func (s *Server) forget(c *conn) {
+	if c.entry != nil {
+		c.entry.Done()
+	}
 	s.mu.Lock()
 	if s.conns[c] {
 		delete(s.conns, c)
 		s.wg.Done()
 	}
 	s.mu.Unlock()
+}
+
+// Revalidate closes every TLS connection whose client certificate no longer
+// verifies against roots, and returns how many it closed: call it after the
+// client CAs are reloaded, so that a client whose CA was removed is cut off
+// rather than keeping its open connections (see [door.Conns.Revalidate]).
+func (s *Server) Revalidate(roots *x509.CertPool) int {
+	n := s.admit.Revalidate(roots)
+	if n > 0 {
+		s.m.refused.WithLabelValues("revoked").Add(float64(n))
+		s.log.Warn("resp: closed connections whose client certificate no longer verifies", "closed", n)
+	}
+	return n
 }
 
 // loopbackAddr reports whether a is a loopback TCP address (or not TCP at

@@ -17,6 +17,7 @@ import (
 
 	"github.com/spentledger/spent"
 	"github.com/spentledger/spent/audit"
+	"github.com/spentledger/spent/door"
 	"github.com/spentledger/spent/ecash"
 	sphttp "github.com/spentledger/spent/http"
 	"github.com/spentledger/spent/pebble"
@@ -93,6 +94,11 @@ type serveConfig struct {
 	// Audit is the acceptance audit (the [audit] section): on when
 	// Audit.Dir is set. Its Node is set at start.
 	Audit audit.Config
+	// Limits is the policy every listener follows (package door): the
+	// top-level keys max_clients, max_unauthenticated, auth_timeout,
+	// read_timeout, write_timeout, idle_timeout and max_auth_failures. Its
+	// MaxInFlight is MaxBodies.
+	Limits door.Limits
 }
 
 // defaultServeConfig is the configuration without a file: one namespace,
@@ -112,6 +118,7 @@ func defaultServeConfig() serveConfig {
 		LogLevel:        slog.LevelInfo,
 		LogFormat:       "text",
 		Store:           pebble.DefaultOptions(),
+		Limits:          door.DefaultLimits(),
 	}
 }
 
@@ -143,6 +150,13 @@ type fileConfig struct {
 	MaxResult       int64     `toml:"max_result"`
 	MaxBatchResult  int64     `toml:"max_batch_result"`
 	MaxBodies       int64     `toml:"max_bodies"`
+	MaxClients      int64     `toml:"max_clients"`
+	MaxUnauth       int64     `toml:"max_unauthenticated"`
+	AuthTimeout     duration  `toml:"auth_timeout"`
+	ReadTimeout     duration  `toml:"read_timeout"`
+	WriteTimeout    duration  `toml:"write_timeout"`
+	IdleTimeout     duration  `toml:"idle_timeout"`
+	MaxAuthFailures int64     `toml:"max_auth_failures"`
 	SweepInterval   duration  `toml:"sweep_interval"`
 	SweepBatch      int64     `toml:"sweep_batch"`
 	ShutdownTimeout duration  `toml:"shutdown_timeout"`
@@ -210,6 +224,7 @@ type filePolicy struct {
 	OnLeaseExpiry spent.LeaseExpiry `toml:"on_lease_expiry"`
 	StoreRawKey   bool              `toml:"store_raw_key"`
 	MaxExpiry     duration          `toml:"max_expiry"`
+	MinExpiry     duration          `toml:"min_expiry"`
 }
 
 // fileEcash is the [ecash] section; see docs/ecash.md.
@@ -241,7 +256,11 @@ func newFileConfig(cfg serveConfig) fileConfig {
 		Node: int64(cfg.Ledger.Node), Listen: cfg.Listen, Data: cfg.Data,
 		MaxBody: cfg.MaxBody, MaxResult: int64(cfg.Ledger.MaxResult),
 		MaxBatchResult: int64(cfg.Ledger.MaxBatchResult), MaxBodies: cfg.MaxBodies,
-		SweepInterval: duration(cfg.SweepInterval), SweepBatch: int64(cfg.SweepBatch),
+		MaxClients: int64(cfg.Limits.MaxClients), MaxUnauth: int64(cfg.Limits.MaxUnauthenticated),
+		AuthTimeout: duration(cfg.Limits.AuthTimeout), ReadTimeout: duration(cfg.Limits.ReadTimeout),
+		WriteTimeout: duration(cfg.Limits.WriteTimeout), IdleTimeout: duration(cfg.Limits.IdleTimeout),
+		MaxAuthFailures: int64(cfg.Limits.MaxAuthFailures),
+		SweepInterval:   duration(cfg.SweepInterval), SweepBatch: int64(cfg.SweepBatch),
 		ShutdownTimeout: duration(cfg.ShutdownTimeout), FenceInterval: duration(cfg.FenceInterval),
 		MaxWait:  duration(cfg.MaxWait),
 		LogLevel: cfg.LogLevel.String(), LogFormat: cfg.LogFormat,
@@ -333,7 +352,7 @@ func decodePolicies(md *toml.MetaData, tables map[string]toml.Primitive) (map[st
 		}
 		policies[name] = spent.Policy{Mode: fp.Mode, Retention: time.Duration(fp.Retention),
 			Lease: time.Duration(fp.Lease), OnLeaseExpiry: fp.OnLeaseExpiry, StoreRawKey: fp.StoreRawKey,
-			MaxExpiry: time.Duration(fp.MaxExpiry)}
+			MaxExpiry: time.Duration(fp.MaxExpiry), MinExpiry: time.Duration(fp.MinExpiry)}
 	}
 	return policies, nil
 }
@@ -371,11 +390,29 @@ func (f *fileConfig) applyServer(cfg *serveConfig) error {
 		return fmt.Errorf("log_level = %q: want debug, info, warn or error", f.LogLevel)
 	case f.LogFormat != "text" && f.LogFormat != "json":
 		return fmt.Errorf("log_format = %q: want text or json", f.LogFormat)
+	case f.MaxClients < 1 || f.MaxClients > 1<<20:
+		return fmt.Errorf("max_clients = %d: want 1 to %d", f.MaxClients, 1<<20)
+	case f.MaxUnauth < 1 || f.MaxUnauth > f.MaxClients:
+		return fmt.Errorf("max_unauthenticated = %d: want 1 to max_clients (%d)", f.MaxUnauth, f.MaxClients)
+	case f.MaxAuthFailures < 1 || f.MaxAuthFailures > 1000:
+		return fmt.Errorf("max_auth_failures = %d: want 1 to 1000", f.MaxAuthFailures)
+	}
+	for _, t := range []struct {
+		key string
+		d   duration
+	}{{"auth_timeout", f.AuthTimeout}, {"read_timeout", f.ReadTimeout}, {"write_timeout", f.WriteTimeout}, {"idle_timeout", f.IdleTimeout}} {
+		if time.Duration(t.d) < time.Second || time.Duration(t.d) > 24*time.Hour {
+			return fmt.Errorf("%s = %q: want 1s to 24h", t.key, time.Duration(t.d))
+		}
 	}
 	cfg.Ledger.Node = uint32(f.Node)
 	cfg.Ledger.MaxResult, cfg.Ledger.MaxBatchResult = int(f.MaxResult), int(f.MaxBatchResult)
 	cfg.Listen, cfg.Data = f.Listen, f.Data
 	cfg.MaxBody, cfg.MaxBodies = f.MaxBody, f.MaxBodies
+	cfg.Limits = door.Limits{MaxInFlight: f.MaxBodies, MaxClients: int(f.MaxClients), MaxUnauthenticated: int(f.MaxUnauth),
+		AuthTimeout: time.Duration(f.AuthTimeout), ReadTimeout: time.Duration(f.ReadTimeout),
+		WriteTimeout: time.Duration(f.WriteTimeout), IdleTimeout: time.Duration(f.IdleTimeout),
+		MaxAuthFailures: int(f.MaxAuthFailures)}
 	cfg.SweepInterval, cfg.SweepBatch = time.Duration(f.SweepInterval), int(f.SweepBatch)
 	cfg.ShutdownTimeout = time.Duration(f.ShutdownTimeout)
 	cfg.MaxWait = time.Duration(f.MaxWait)

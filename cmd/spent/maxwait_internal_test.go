@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spentledger/spent/door"
 	sphttp "github.com/spentledger/spent/http"
 )
 
@@ -26,8 +27,13 @@ func TestMaxWaitConfig(t *testing.T) {
 			t.Errorf("parse %q: got error %v, want one naming max_wait and its bound", doc, err)
 		}
 	}
-	for _, c := range []struct{ wait, want time.Duration }{{time.Second, writeTimeout}, {30 * time.Second, writeTimeout}, {10 * time.Minute, 10*time.Minute + writeWaitMargin}} {
-		if got := newHTTPServer(nil, c.wait, slog.New(slog.DiscardHandler)).WriteTimeout; got != c.want {
+	dr, err := newDoors(defaultServeConfig(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wt := door.DefaultWriteTimeout
+	for _, c := range []struct{ wait, want time.Duration }{{time.Second, wt}, {30 * time.Second, wt}, {10 * time.Minute, 10*time.Minute + writeWaitMargin}} {
+		if got := newHTTPServer(nil, c.wait, dr, slog.New(slog.DiscardHandler)).WriteTimeout; got != c.want {
 			t.Errorf("max_wait %v: write timeout %v, want %v", c.wait, got, c.want)
 		}
 	}

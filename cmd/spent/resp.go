@@ -29,6 +29,8 @@ type fileRESP struct {
 	MaxBulk     int64               `toml:"max_bulk"`
 	MaxPipeline int64               `toml:"max_pipeline"`
 	MaxClients  int64               `toml:"max_clients"`
+	MaxReply    int64               `toml:"max_reply"`
+	MaxRollback int64               `toml:"max_rollback_bytes"`
 }
 
 // respConfig is the RESP listener's part of serveConfig.
@@ -43,8 +45,12 @@ type respConfig struct {
 	// MinExpiry is the shortest life of a record of a prefix: a shorter EX
 	// is raised to it.
 	MinExpiry map[string]time.Duration
-	// The listener's limits; zero means the resp package's defaults.
-	MaxArgs, MaxBulk, MaxPipeline, MaxClients int
+	// The listener's limits; zero means the resp package's defaults
+	// (MaxClients: the top-level max_clients).
+	MaxArgs, MaxBulk, MaxPipeline, MaxClients, MaxReply int
+	// MaxRollbackBytes is the budget of the values waiting for their
+	// rollback window; zero means the resp package's default.
+	MaxRollbackBytes int64
 }
 
 // apply checks the [resp] section against the namespaces and sets it in cfg.
@@ -54,7 +60,8 @@ func (r fileRESP) apply(cfg *serveConfig) error {
 		v        int64
 		min, max int64
 	}{{"max_args", r.MaxArgs, 4, 1 << 16}, {"max_bulk", r.MaxBulk, spent.MaxKeyLen, 1 << 30},
-		{"max_pipeline", r.MaxPipeline, 1, spent.MaxBatch}, {"max_clients", r.MaxClients, 1, 1 << 20}} {
+		{"max_pipeline", r.MaxPipeline, 1, spent.MaxBatch}, {"max_clients", r.MaxClients, 1, 1 << 20},
+		{"max_reply", r.MaxReply, 1 << 10, 1 << 30}, {"max_rollback_bytes", r.MaxRollback, 1 << 10, 1 << 40}} {
 		if l.v != 0 && (l.v < l.min || l.v > l.max) {
 			return fmt.Errorf("[resp] %s = %d: want %d to %d (or 0, or leave it out, for the default)", l.key, l.v, l.min, l.max)
 		}
@@ -94,6 +101,7 @@ func (r fileRESP) apply(cfg *serveConfig) error {
 	}
 	cfg.RESP.MaxArgs, cfg.RESP.MaxBulk = int(r.MaxArgs), int(r.MaxBulk)
 	cfg.RESP.MaxPipeline, cfg.RESP.MaxClients = int(r.MaxPipeline), int(r.MaxClients)
+	cfg.RESP.MaxReply, cfg.RESP.MaxRollbackBytes = int(r.MaxReply), r.MaxRollback
 	return nil
 }
 
@@ -111,8 +119,9 @@ func (cfg *serveConfig) respPrefixes() map[string]string {
 }
 
 // respServer returns the RESP listener's server over l, or nil when no
-// RESP address is configured.
-func (m *Main) respServer(cfg serveConfig, l *spent.Ledger, reg prometheus.Registerer, log *slog.Logger) (*resp.Server, error) {
+// RESP address is configured. It follows the server's door policy (d),
+// draws on its budget of bytes in flight and shares its sign-in throttle.
+func (m *Main) respServer(cfg serveConfig, l *spent.Ledger, d doors, reg prometheus.Registerer, log *slog.Logger) (*resp.Server, error) {
 	if cfg.RESP.Listen == "" {
 		return nil, nil
 	}
@@ -153,6 +162,13 @@ func (m *Main) respServer(cfg serveConfig, l *spent.Ledger, reg prometheus.Regis
 	if rc.MaxBulk == 0 {
 		rc.MaxBulk = cfg.Ledger.MaxResult + 1024
 	}
+	if cfg.RESP.MaxReply > 0 {
+		rc.MaxReply = cfg.RESP.MaxReply
+	}
+	if cfg.RESP.MaxRollbackBytes > 0 {
+		rc.MaxRollbackBytes = cfg.RESP.MaxRollbackBytes
+	}
+	rc.Limits, rc.Budget, rc.Throttle = cfg.Limits, d.budget, d.throttle
 	rc.Registerer, rc.Logger = reg, log
 	rc.Version = moduleVersion(debug.ReadBuildInfo())
 	s, err := resp.NewServer(l, rc)

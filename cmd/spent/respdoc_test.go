@@ -462,6 +462,12 @@ func TestRESPDocConfigKeys(t *testing.T) {
 		"max_bulk":     `4096`,
 		"max_pipeline": `16`,
 		"max_clients":  `4`,
+		// max_reply: a pipeline of GETs whose replies pass it is answered
+		// whole and in order (written as it is decided).
+		"max_reply": `1024`,
+		// max_rollback_bytes: a value past it is refused before it is
+		// claimed.
+		"max_rollback_bytes": `4096`,
 	}
 	keys := respSectionKeys(t, doc)
 	documented := map[string]bool{}
@@ -572,6 +578,37 @@ func TestRESPDocConfigKeys(t *testing.T) {
 	c.do("SET", "tokens:redeemed:k1:n3", "1", "NX", "EX", "10")
 	if got := c.do("TTL", "tokens:redeemed:k1:n3"); !respDocMatch(got, []string{"(integer) 108000"}, true) {
 		t.Fatalf("TTL after EX 10 under min_expiry 30h: got %q, want 108000 (or a few seconds less)", got)
+	}
+
+	// max_rollback_bytes = 4096: a value of 2,000 bytes fits (with its key,
+	// the 160 bytes each costs, and the small values still in their
+	// window), a second one while the first waits does not, and is not
+	// claimed.
+	big := strings.Repeat("r", 2000)
+	if got := c.do("SET", "tokens:redeemed:k1:big1", big, "NX"); got != "OK" {
+		t.Fatalf("max_rollback_bytes = 4096: a value of 2000 bytes: got %q, want OK", got)
+	}
+	if got := c.do("SET", "tokens:redeemed:k1:big2", big, "NX"); !strings.HasPrefix(got, "(error) UNAVAILABLE server busy: the values of rollback prefixes") || !strings.Contains(got, "max_rollback_bytes") {
+		t.Fatalf("max_rollback_bytes = 4096: a second value of 2000 bytes: got %q, want UNAVAILABLE naming max_rollback_bytes", got)
+	}
+	if got := c.do("EXISTS", "tokens:redeemed:k1:big2"); got != "(integer) 0" {
+		t.Fatalf("max_rollback_bytes: the refused value was claimed: EXISTS %q", got)
+	}
+	if got := c.do("DEL", "tokens:redeemed:k1:big1"); got != "(integer) 1" {
+		t.Fatalf("DEL of the first big value in its window: %q", got)
+	}
+
+	// max_reply = 1024: 30 pipelined GETs of a 4000-byte value (120 kB of
+	// replies) are all answered, in order.
+	var gets []byte
+	for range 30 {
+		gets = append(gets, encodeCommand("GET", "default:b")...)
+	}
+	c.raw(gets)
+	for i := range 30 {
+		if got := c.reply(); got != strconv.Quote(strings.Repeat("x", 4000)) {
+			t.Fatalf("max_reply = 1024: pipelined GET #%d: got %.40q…, want the 4000-byte value", i, got)
+		}
 	}
 
 	// max_pipeline = 16: 40 pipelined claims are answered in order.

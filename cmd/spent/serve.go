@@ -5,6 +5,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -21,6 +22,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/spentledger/spent"
+	"github.com/spentledger/spent/door"
 	"github.com/spentledger/spent/ecash"
 	sphttp "github.com/spentledger/spent/http"
 	"github.com/spentledger/spent/node"
@@ -28,17 +30,34 @@ import (
 	"github.com/spentledger/spent/resp"
 )
 
-// Timeouts of the HTTP server. Claims are small and fast; these only bound
-// clients that stall.
-const (
-	readHeaderTimeout = 10 * time.Second
-	readTimeout       = time.Minute
-	writeTimeout      = time.Minute
-	idleTimeout       = 2 * time.Minute
-	// writeWaitMargin is the time a waiting claim's request keeps, beyond
-	// its wait, to read its body, make its last look and write its answer.
-	writeWaitMargin = 30 * time.Second
-)
+// writeWaitMargin is the time a waiting claim's request keeps, beyond its
+// wait, to read its body, make its last look and write its answer. The
+// HTTP server's other timeouts are the door policy's (door.Limits): claims
+// are small and fast, and these only bound clients that stall.
+const writeWaitMargin = 30 * time.Second
+
+// doors is what every listener of the server shares (package door): the
+// policy, the budget of bytes in flight (max_bodies: HTTP bodies and RESP
+// arguments), the sign-in throttle, and the admission of the HTTP
+// listener's connections.
+type doors struct {
+	limits   door.Limits
+	budget   *door.Budget
+	throttle *door.Throttle
+	http     *door.Conns
+}
+
+// newDoors builds the doors of cfg.
+func newDoors(cfg serveConfig, log *slog.Logger) (doors, error) {
+	lim := cfg.Limits.WithDefaults()
+	lim.MaxInFlight = cfg.MaxBodies
+	b, err := door.NewBudget(lim.MaxInFlight)
+	if err != nil {
+		return doors{}, err
+	}
+	return doors{limits: lim, budget: b, throttle: door.NewThrottle(log),
+		http: door.NewConns(lim.MaxClients, lim.MaxUnauthenticated)}, nil
+}
 
 func (m *Main) serveCommand() *cobra.Command {
 	var sf serveFlags
@@ -212,6 +231,10 @@ func (m *Main) serve(ctx context.Context, cfg serveConfig, newFence bool) error 
 	if err := m.openAudit(&cfg, log); err != nil {
 		return err
 	}
+	dr, err := newDoors(cfg, log)
+	if err != nil {
+		return &usageError{err}
+	}
 	nc := m.nodeConfig(cfg, newFence, reg, log)
 	tr.node(&nc)
 	n, err := node.Open(ctx, nc)
@@ -222,20 +245,30 @@ func (m *Main) serve(ctx context.Context, cfg serveConfig, newFence bool) error 
 		return err
 	}
 	m.onClose(n.Close)
-	handler, route, tokens, err := m.handler(ctx, cfg, n, reg, log)
+	handler, route, tokens, err := m.handler(ctx, cfg, n, dr, reg, log)
 	if tokens.pp != nil {
 		defer tokens.pp.Close()
 	}
 	if err != nil {
 		return err
 	}
-	rs, err := m.respServer(cfg, n.Ledger(), reg, log)
+	rs, err := m.respServer(cfg, n.Ledger(), dr, reg, log)
 	if err != nil {
 		return &usageError{err}
 	}
-	srv := newHTTPServer(tr.handler(handler, route), cfg.MaxWait, log)
+	srv := newHTTPServer(tr.handler(handler, route), cfg.MaxWait, dr, log)
 	if certs != nil {
 		srv.TLSConfig = certs.serverConfig()
+		// A reload that changes the client CAs closes the connections
+		// whose certificate no longer verifies, on every listener.
+		certs.onReload(func(roots *x509.CertPool) {
+			if n := dr.http.Revalidate(roots); n > 0 {
+				log.Warn("tls: closed HTTP connections whose client certificate no longer verifies", "closed", n)
+			}
+			if rs != nil {
+				rs.Revalidate(roots)
+			}
+		})
 	}
 	m.announce(cfg, ln.Addr().String(), certs != nil, n, log)
 	if rs != nil {
@@ -387,7 +420,7 @@ func (t tokenServices) run(ctx context.Context) {
 // guard; and the route of a request, as the metrics count it (traces name
 // their server spans with it). It returns the token services it started
 // even on error, for the caller to close.
-func (m *Main) handler(ctx context.Context, cfg serveConfig, n *node.Node, reg *prometheus.Registry, log *slog.Logger) (http.Handler, func(*http.Request) string, tokenServices, error) {
+func (m *Main) handler(ctx context.Context, cfg serveConfig, n *node.Node, dr doors, reg *prometheus.Registry, log *slog.Logger) (http.Handler, func(*http.Request) string, tokenServices, error) {
 	var ts tokenServices
 	hc := sphttp.DefaultConfig()
 	hc.Tokens = cfg.Tokens
@@ -399,6 +432,7 @@ func (m *Main) handler(ctx context.Context, cfg serveConfig, n *node.Node, reg *
 	hc.Logger = log
 	hc.Ready = n.Ready
 	hc.MaxWait = cfg.MaxWait
+	hc.Throttle, hc.MaxAuthFailures = dr.throttle, dr.limits.MaxAuthFailures
 	api, err := sphttp.NewServer(n.Ledger(), hc)
 	if err != nil {
 		return nil, nil, ts, fmt.Errorf("http server: %w", err)
@@ -431,14 +465,14 @@ func (m *Main) handler(ctx context.Context, cfg serveConfig, n *node.Node, reg *
 	}
 
 	// The operator's page at /ui/ (package console), under the same tokens.
-	if handler, err = m.withConsole(ctx, cfg, n, reg, log, handler); err != nil {
+	if handler, err = m.withConsole(ctx, cfg, n, dr, reg, log, handler); err != nil {
 		return nil, nil, ts, err
 	}
 
 	// Every route shares one budget of bodies in flight; without tokens,
 	// only requests addressed to a loopback name are served (see
 	// sphttp.LoopbackOnly).
-	if handler, err = sphttp.LimitBodies(handler, cfg.MaxBodies, cfg.maxBody()); err != nil {
+	if handler, err = sphttp.LimitBodiesIn(handler, dr.budget, cfg.maxBody()); err != nil {
 		return nil, nil, ts, err
 	}
 	if len(cfg.Tokens) == 0 {
@@ -453,22 +487,28 @@ func (m *Main) handler(ctx context.Context, cfg serveConfig, n *node.Node, reg *
 	return handler, route, ts, nil
 }
 
-// newHTTPServer returns the server's http.Server over handler. Its write
-// timeout leaves a claim that waits maxWait (max_wait) time to be answered:
-// it is writeTimeout, or maxWait and writeWaitMargin when longer.
-func newHTTPServer(handler http.Handler, maxWait time.Duration, log *slog.Logger) *http.Server {
-	return &http.Server{
+// newHTTPServer returns the server's http.Server over handler, under the
+// door policy: its connections admitted by dr.http (max_clients and the
+// unauthenticated share), a request's header within auth_timeout and the
+// whole request within read_timeout, idle connections closed after
+// idle_timeout. Its write timeout leaves a claim that waits maxWait
+// (max_wait) time to be answered: it is write_timeout, or maxWait and
+// writeWaitMargin when longer.
+func newHTTPServer(handler http.Handler, maxWait time.Duration, dr doors, log *slog.Logger) *http.Server {
+	srv := &http.Server{
 		Handler:           handler,
-		ReadHeaderTimeout: readHeaderTimeout,
-		ReadTimeout:       readTimeout,
-		WriteTimeout:      max(writeTimeout, maxWait+writeWaitMargin),
-		IdleTimeout:       idleTimeout,
+		ReadHeaderTimeout: dr.limits.AuthTimeout,
+		ReadTimeout:       dr.limits.ReadTimeout,
+		WriteTimeout:      max(dr.limits.WriteTimeout, maxWait+writeWaitMargin),
+		IdleTimeout:       dr.limits.IdleTimeout,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		// Requests run on a context of their own: cancelling ctx starts the
 		// shutdown, which lets in-flight claims finish rather than cancelling
 		// them.
 		BaseContext: func(net.Listener) context.Context { return context.Background() },
 	}
+	dr.http.Serve(srv)
+	return srv
 }
 
 // shutdown waits until ctx is cancelled or srv fails on its own, then

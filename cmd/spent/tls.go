@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -67,6 +68,17 @@ type certReloader struct {
 	cur   atomic.Pointer[tls.Config]
 	mu    sync.Mutex // serializes reloads
 	stamp string     // the files' sizes and times at the last load attempt
+	hooks []func(*x509.CertPool)
+}
+
+// onReload calls f after each successful reload, with the client CAs now
+// in force (nil without a client CA), so that the listeners can close the
+// connections whose client certificate no longer verifies. Call it before
+// watch.
+func (r *certReloader) onReload(f func(*x509.CertPool)) {
+	r.mu.Lock()
+	r.hooks = append(r.hooks, f)
+	r.mu.Unlock()
 }
 
 // newCertReloader loads the certificate, key and client CA of cfg; an error
@@ -155,6 +167,9 @@ func (r *certReloader) reload(why string, onChange bool) {
 	r.cur.Store(tc)
 	leaf := tc.Certificates[0].Leaf
 	r.log.Info("tls: certificates reloaded", "why", why, "subject", leaf.Subject.String(), "not_after", leaf.NotAfter.UTC().Format(time.RFC3339))
+	for _, f := range r.hooks {
+		f(tc.ClientCAs)
+	}
 }
 
 // watch reloads on SIGHUP and when the files change, until the returned

@@ -17,7 +17,7 @@ import (
 // at /ui/ beside it, under the same tokens, and starts the page's sampler of
 // the claim counters in reg, until ctx ends. Every other path goes to h
 // unchanged.
-func (m *Main) withConsole(ctx context.Context, cfg serveConfig, n *node.Node, reg *prometheus.Registry, log *slog.Logger, h http.Handler) (http.Handler, error) {
+func (m *Main) withConsole(ctx context.Context, cfg serveConfig, n *node.Node, dr doors, reg *prometheus.Registry, log *slog.Logger, h http.Handler) (http.Handler, error) {
 	cc := console.DefaultConfig(n.Ledger())
 	cc.Tokens = cfg.Tokens
 	cc.Gatherer = reg

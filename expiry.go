@@ -1,0 +1,324 @@
+package spent
+
+import (
+	"math"
+	"math/bits"
+	"strconv"
+	"time"
+)
+
+// Expiry is a claim's own expiry as its client sent it: a lifetime from now
+// or an instant, as any integer in any unit. The ledger turns it into the
+// record's expires_at with one rule for every front end ([Policy.ExpiresAt]),
+// so that no integer a client can send yields a record that lives less than
+// its namespace's [Policy.MinExpiry] or longer than its max_expiry, and no
+// arithmetic on it can wrap. The zero Expiry asks for the namespace's
+// retention.
+//
+// Build one with [ExpiresIn] (Redis's EX and PX), [ExpiresAtUnix] (EXAT,
+// PXAT, SPENT.CLAIM's EXPIRESAT), [ExpiresAtTime] (the HTTP API's
+// expires_at) or [ParseExpiresIn] (an ISO 8601 duration, the HTTP API's
+// expires_in).
+type Expiry struct {
+	kind  expiryKind
+	in    time.Duration // kindIn: the lifetime, saturated at math.MaxInt64
+	at    time.Time     // kindAt: the instant
+	over  bool          // the value did not fit: further off than any limit
+	past  bool          // the value was zero or negative
+	clamp bool
+	floor time.Duration
+	what  string // the value as the client wrote it, for error messages
+}
+
+type expiryKind uint8
+
+const (
+	kindNone expiryKind = iota
+	kindIn
+	kindAt
+)
+
+// IsZero reports whether e asks for nothing (the namespace's retention).
+func (e Expiry) IsZero() bool { return e.kind == kindNone }
+
+// String returns the value as the client wrote it.
+func (e Expiry) String() string { return e.what }
+
+// Lifetime returns the lifetime e asks for, when it asks for one (a
+// lifetime too large for a time.Duration is math.MaxInt64, and one of zero
+// or less is 0).
+func (e Expiry) Lifetime() (time.Duration, bool) {
+	return e.in, e.kind == kindIn
+}
+
+// Instant returns the instant e asks for, when it asks for one; ok is
+// false for an instant past what time.Time holds (over every limit) and
+// for one at or before the Unix epoch.
+func (e Expiry) Instant() (t time.Time, ok bool) {
+	return e.at, e.kind == kindAt && !e.over && !e.past
+}
+
+// Local reports whether e carries what only a front end in the server's
+// process may ask ([Expiry.Clamped], [Expiry.AtLeast]): the HTTP client
+// refuses to send it.
+func (e Expiry) Local() bool { return e.clamp || e.floor > 0 }
+
+// ExpiresIn asks for a lifetime of n units (time.Second for Redis's EX,
+// time.Millisecond for PX) from the claim's time. Any n is accepted here: a
+// product too large for a time.Duration saturates (and is then over any
+// max_expiry), and n of zero or less is refused by the rule as not in the
+// future.
+func ExpiresIn(n int64, unit time.Duration) Expiry {
+	e := Expiry{kind: kindIn, what: strconv.FormatInt(n, 10) + " × " + unit.String()}
+	if n <= 0 || unit <= 0 {
+		e.past = true
+		return e
+	}
+	hi, lo := bits.Mul64(uint64(n), uint64(unit))
+	if hi != 0 || lo > math.MaxInt64 {
+		e.in, e.over = math.MaxInt64, true
+		return e
+	}
+	e.in = time.Duration(lo)
+	return e
+}
+
+// maxUnixSeconds is the last second time.Unix represents without its
+// internal arithmetic wrapping (about 292 billion years from now); any
+// instant past it is treated as being over every limit.
+const maxUnixSeconds = math.MaxInt64 - 62135596800 - 1
+
+// ExpiresAtUnix asks for the instant n units (time.Second for EXAT,
+// time.Millisecond for PXAT) after the Unix epoch. Any n is accepted: an
+// instant past what time.Time can hold saturates (and is over any
+// max_expiry), and one at or before the claim's time is refused by the rule
+// as not in the future.
+func ExpiresAtUnix(n int64, unit time.Duration) Expiry {
+	e := Expiry{kind: kindAt, what: strconv.FormatInt(n, 10) + " × " + unit.String() + " since the Unix epoch"}
+	if unit <= 0 || n <= 0 {
+		e.past = true
+		return e
+	}
+	if unit%time.Second == 0 {
+		per := int64(unit / time.Second)
+		if n > maxUnixSeconds/per {
+			e.over = true
+			return e
+		}
+		e.at = time.Unix(n*per, 0)
+		return e
+	}
+	secs, rem := n/int64(time.Second/unit), n%int64(time.Second/unit)
+	if time.Second%unit != 0 {
+		// An odd unit: go through nanoseconds with saturation.
+		hi, lo := bits.Mul64(uint64(n), uint64(unit))
+		if hi != 0 || lo > math.MaxInt64 {
+			e.over = true
+			return e
+		}
+		secs, rem = int64(lo)/int64(time.Second), int64(lo)%int64(time.Second)
+		e.at = time.Unix(secs, rem)
+		return e
+	}
+	e.at = time.Unix(secs, rem*int64(unit))
+	return e
+}
+
+// ExpiresAtTime asks for the instant t. The zero time asks for nothing.
+func ExpiresAtTime(t time.Time) Expiry {
+	if t.IsZero() {
+		return Expiry{}
+	}
+	return Expiry{kind: kindAt, at: t, what: t.Format(time.RFC3339Nano)}
+}
+
+// Clamped returns e, with a lifetime outside the namespace's range clamped
+// into it rather than refused: a Redis client expects any SET … EX to be
+// taken, so the RESP listener clamps. Other front ends refuse an expiry
+// beyond max_expiry (EExpiryTooLong), which tells the client its credential
+// outlives what the ledger promises to remember. A lifetime under the
+// minimum is raised in both cases: remembering a key longer is harmless.
+func (e Expiry) Clamped() Expiry {
+	e.clamp = true
+	return e
+}
+
+// AtLeast returns e with a minimum lifetime of d of the front end's own
+// (a RESP prefix's min_expiry), raised over the namespace's; it never
+// exceeds the namespace's max_expiry.
+func (e Expiry) AtLeast(d time.Duration) Expiry {
+	e.floor = max(e.floor, d)
+	return e
+}
+
+// ExpiresAt applies the one expiry rule of the ledger to e at now, and
+// returns the record's expires_at:
+//
+//  1. No expiry asked for: now + Retention.
+//  2. An instant at or before now, or a lifetime of zero or less: EInvalid
+//     (not in the future).
+//  3. A lifetime longer than [Policy.ExpiryLimit] (max_expiry), or a value
+//     too large to compute: EExpiryTooLong, or max_expiry when e is
+//     [Expiry.Clamped].
+//  4. A lifetime shorter than MinExpiry (or e's own floor, see
+//     [Expiry.AtLeast]): raised to it.
+//
+// So every record lives at least min(floor, max_expiry) and at most
+// max_expiry from now, whatever integer the client sent.
+func (p Policy) ExpiresAt(now time.Time, e Expiry) (time.Time, error) {
+	if e.kind == kindNone {
+		return now.Add(p.Retention), nil
+	}
+	limit := p.ExpiryLimit()
+	var life time.Duration
+	switch {
+	case e.past:
+		return time.Time{}, Errorf(EInvalid, "expiry %s is not in the future", e.what)
+	case e.over:
+		life = math.MaxInt64
+	case e.kind == kindIn:
+		life = e.in
+	default:
+		if !e.at.After(now) {
+			return time.Time{}, Errorf(EInvalid, "expires_at %s is not in the future", e.at.Format(time.RFC3339Nano))
+		}
+		life = e.at.Sub(now) // saturates
+	}
+	if life > limit {
+		if !e.clamp {
+			what := e.what
+			if e.kind == kindAt && !e.over {
+				what = e.at.Format(time.RFC3339Nano)
+			}
+			away := "further than any duration"
+			if life < math.MaxInt64 {
+				away = life.Round(time.Second).String() + " away"
+			}
+			return time.Time{}, Errorf(EExpiryTooLong, "expires_at %s is %s: the namespace keeps a key at most %v (its max_expiry); ask for an earlier expiry, or raise the namespace's max_expiry", what, away, limit)
+		}
+		life = limit
+	}
+	if floor := min(max(p.MinExpiry, e.floor), limit); life < floor {
+		life = floor
+	}
+	if e.kind == kindAt && !e.over && life == e.at.Sub(now) {
+		return e.at, nil // exactly the instant asked for
+	}
+	return now.Add(life), nil
+}
+
+// ParseExpiresIn parses an ISO 8601 duration (the HTTP API's expires_in):
+// "P" then weeks, days, and after "T" hours, minutes and seconds, each an
+// unsigned integer with its letter, in that order, the seconds optionally
+// with a fraction ("PT30S", "P1DT6H", "PT0.5S", "P2W"). Years and months are
+// refused, since their length depends on the calendar: give days. A value
+// too large for a time.Duration saturates, and is then over any
+// max_expiry; zero is refused by the rule as not in the future.
+func ParseExpiresIn(s string) (Expiry, error) {
+	bad := func(why string) (Expiry, error) {
+		return Expiry{}, Errorf(EInvalid, "expires_in %s: %s; want an ISO 8601 duration such as \"PT30S\", \"PT15M\" or \"P1DT6H\"", QuoteInput(s), why)
+	}
+	if len(s) > 64 {
+		return bad("longer than 64 bytes")
+	}
+	if len(s) < 3 || s[0] != 'P' {
+		return bad("no P and value")
+	}
+	e := Expiry{kind: kindIn, what: s}
+	var total uint64 // nanoseconds, saturated at math.MaxInt64
+	over := false
+	add := func(n uint64, unit time.Duration) {
+		hi, lo := bits.Mul64(n, uint64(unit))
+		sum, carry := bits.Add64(total, lo, 0)
+		if hi != 0 || carry != 0 || sum > math.MaxInt64 {
+			over = true
+			return
+		}
+		total = sum
+	}
+	order := "WDTHMS"
+	last := -1
+	inTime := false
+	any := false
+	for i := 1; i < len(s); {
+		if s[i] == 'T' {
+			if inTime || i == len(s)-1 {
+				return bad("a misplaced T")
+			}
+			inTime, last = true, 2
+			i++
+			continue
+		}
+		j := i
+		for j < len(s) && '0' <= s[j] && s[j] <= '9' {
+			j++
+		}
+		if j == i {
+			return bad("a component without digits")
+		}
+		digits := s[i:j]
+		frac := ""
+		if j < len(s) && (s[j] == '.' || s[j] == ',') {
+			k := j + 1
+			for k < len(s) && '0' <= s[k] && s[k] <= '9' {
+				k++
+			}
+			if k == j+1 {
+				return bad("a fraction without digits")
+			}
+			frac, j = s[j+1:k], k
+		}
+		if j == len(s) {
+			return bad("a number without its unit letter")
+		}
+		letter := s[j]
+		if letter == 'Y' || (letter == 'M' && !inTime) {
+			return bad("years and months have no fixed length; give days")
+		}
+		pos := -1
+		for k := range len(order) {
+			if order[k] == letter {
+				pos = k
+			}
+		}
+		if pos < 0 || pos <= last || (pos >= 3) != inTime {
+			return bad("units out of order or unknown (W, D, then T, H, M, S)")
+		}
+		if frac != "" && letter != 'S' {
+			return bad("only seconds may have a fraction")
+		}
+		last = pos
+		any = true
+		n, err := strconv.ParseUint(digits, 10, 64)
+		if err != nil {
+			over = true // more digits than any duration
+		}
+		unit := map[byte]time.Duration{'W': 7 * 24 * time.Hour, 'D': 24 * time.Hour, 'H': time.Hour, 'M': time.Minute, 'S': time.Second}[letter]
+		if !over {
+			add(n, unit)
+		}
+		if frac != "" && !over {
+			if len(frac) > 9 {
+				frac = frac[:9]
+			}
+			f, _ := strconv.ParseUint(frac, 10, 64)
+			for range 9 - len(frac) {
+				f *= 10
+			}
+			add(f, time.Nanosecond)
+		}
+		i = j + 1
+	}
+	if !any {
+		return bad("no components")
+	}
+	switch {
+	case over:
+		e.in, e.over = math.MaxInt64, true
+	case total == 0:
+		e.past = true
+	default:
+		e.in = time.Duration(total)
+	}
+	return e, nil
+}
