@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/spentledger/spent"
+	"github.com/spentledger/spent/door"
 	"github.com/spentledger/spent/internal/grant"
 )
 
@@ -83,8 +84,15 @@ type Config struct {
 	Now func() time.Time
 	// Rand is the source of session ids and CSRF tokens.
 	Rand io.Reader
-	// Logger logs resolutions and refused logins; nil discards.
+	// Logger logs resolutions, and refused logins when Throttle is nil;
+	// nil discards.
 	Logger *slog.Logger
+	// Throttle counts refused logins by source address, logs them with
+	// their reason (which the page never tells), and says how long each
+	// waits before it is answered. Share the server's one [door.Throttle],
+	// so that refused sign-ins at every door count together. Nil: a
+	// throttle of the console's own, logging to Logger, on the clock Now.
+	Throttle *door.Throttle
 }
 
 // DefaultConfig returns a configuration over ledger with the default limits,
@@ -136,7 +144,11 @@ type Console struct {
 	static   http.Handler
 	handler  http.Handler
 	log      *slog.Logger
+	throttle *door.Throttle
 	started  time.Time // the counters' start, near enough
+	// sleep waits before a refused login is answered: sleepCtx, or a
+	// recorder in tests (SetSleep).
+	sleep func(ctx context.Context, d time.Duration)
 }
 
 //go:embed templates static
@@ -162,6 +174,11 @@ func New(cfg Config) (*Console, error) {
 	}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
+	}
+	c.throttle, c.sleep = cfg.Throttle, sleepCtx
+	if c.throttle == nil {
+		c.throttle = door.NewThrottle(c.log)
+		c.throttle.SetClock(cfg.Now)
 	}
 	for _, p := range []string{"index", "login", "error"} {
 		t, err := template.New(p).Funcs(funcs).ParseFS(assets, "templates/layout.html", "templates/"+p+".html")
@@ -220,7 +237,15 @@ const (
 const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
 	"form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 
-// ServeHTTP serves the console's pages, its chart and its assets.
+// strictTransportSecurity tells a browser that reached the console over
+// TLS to use nothing but TLS for this host for a year. It has no
+// includeSubDomains: the server does not own its domain's other hosts,
+// which may serve plain HTTP.
+const strictTransportSecurity = "max-age=31536000"
+
+// ServeHTTP serves the console's pages, its chart and its assets. Every
+// answer carries the headers of the page's security policy, and, when the
+// request came over TLS, Strict-Transport-Security.
 func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("Content-Security-Policy", contentSecurityPolicy)
@@ -228,7 +253,20 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("Referrer-Policy", "no-referrer")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Frame-Options", "DENY")
+	if r.TLS != nil {
+		h.Set("Strict-Transport-Security", strictTransportSecurity)
+	}
 	c.handler.ServeHTTP(w, r)
+}
+
+// sleepCtx waits for d, or until ctx ends (the client went away).
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }
 
 // Run samples the claim counters every SampleInterval until ctx ends,

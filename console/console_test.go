@@ -54,9 +54,32 @@ func (c *clock) Add(d time.Duration) {
 // env is a ledger on an in-memory store with the API at / and the console
 // at /ui/, as spent serve mounts them, sharing one metrics registry.
 type env struct {
-	Ledger *spent.Ledger
-	Clock  *clock
-	Srv    *httptest.Server
+	Ledger  *spent.Ledger
+	Clock   *clock
+	Srv     *httptest.Server
+	Console *console.Console
+	// Slept records the delays the console waited before it answered
+	// refused logins, which it does not really wait in tests.
+	Slept sleeps
+}
+
+// sleeps records the delays of a console's refused logins.
+type sleeps struct {
+	mu sync.Mutex
+	ds []time.Duration
+}
+
+func (s *sleeps) sleep(_ context.Context, d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ds = append(s.ds, d)
+}
+
+// All returns the delays recorded so far, in order.
+func (s *sleeps) All() []time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]time.Duration(nil), s.ds...)
 }
 
 // MustOpen starts an env with the given tokens (none: auth off); edit
@@ -94,12 +117,14 @@ func MustOpen(tb testing.TB, toks []sphttp.Token, edit func(*console.Config)) *e
 	if err != nil {
 		tb.Fatal(err)
 	}
+	e := &env{Ledger: l, Clock: ck, Console: c}
+	console.SetSleep(c, e.Slept.sleep)
 	mux := http.NewServeMux()
 	mux.Handle("/", api)
 	mux.Handle(console.Prefix, c)
-	srv := httptest.NewServer(mux)
-	tb.Cleanup(srv.Close)
-	return &env{Ledger: l, Clock: ck, Srv: srv}
+	e.Srv = httptest.NewServer(mux)
+	tb.Cleanup(e.Srv.Close)
+	return e
 }
 
 // browser is an HTTP client with cookies that does not follow redirects.
@@ -261,7 +286,7 @@ func TestAuth(t *testing.T) {
 	t.Run("ClaimTokenRefused", func(t *testing.T) {
 		b := e.browser(t)
 		p := b.post("/ui/login", url.Values{"csrf": {csrf(t, b.get("/ui/login"))}, "token": {claimToken}})
-		wantPage(t, "login with a claim token", p, http.StatusForbidden, "forbidden", "lacks scope admin")
+		wantPage(t, "login with a claim token", p, http.StatusUnauthorized, "unauthorized", "not an admin token of this server")
 		if p := b.get("/ui/"); p.Status != http.StatusSeeOther {
 			t.Fatalf("GET /ui/ after a refused login: got %d, want 303", p.Status)
 		}
@@ -269,7 +294,7 @@ func TestAuth(t *testing.T) {
 	t.Run("UnknownTokenRefused", func(t *testing.T) {
 		b := e.browser(t)
 		p := b.post("/ui/login", url.Values{"csrf": {csrf(t, b.get("/ui/login"))}, "token": {"not-a-token-0123456789"}})
-		wantPage(t, "login with an unknown token", p, http.StatusUnauthorized, "unauthorized", "unknown bearer token")
+		wantPage(t, "login with an unknown token", p, http.StatusUnauthorized, "unauthorized", "not an admin token of this server")
 	})
 	t.Run("AdminLogsIn", func(t *testing.T) {
 		b := e.browser(t)

@@ -16,10 +16,19 @@
 // The page is server-rendered with html/template and a little JavaScript
 // embedded in the binary; every answer carries a strict
 // Content-Security-Policy (no inline script or style), nosniff,
-// Referrer-Policy no-referrer and Cache-Control no-store.
+// Referrer-Policy no-referrer and Cache-Control no-store, and, when the
+// request came over TLS, Strict-Transport-Security with a max-age of a year
+// (without includeSubDomains: the server does not own its domain's other
+// hosts).
 //
 // With tokens configured, an operator logs in once with an admin bearer
-// token; a token without the admin scope is refused. The token is never put
+// token. Every refused token (unknown, without the admin scope, too long)
+// gets the same answer, 401 unauthorized with one message, so that the
+// page cannot tell a guesser which tokens exist; the log says which it was.
+// Each refusal is counted by the sign-in throttle ([Config].Throttle, the
+// server's [door.Throttle]) and answered only after the delay it gives the
+// source address, doubling with its failures in a row; it delays, it does
+// not lock out, so the right token is still accepted. The token is never put
 // in the cookie: the server keeps sessions in memory and the cookie
 // (HttpOnly, SameSite=Strict, Secure under TLS) carries only a random
 // session id, which a login replaces. Sessions end after

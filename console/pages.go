@@ -350,19 +350,16 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	}
 	tok := r.PostForm.Get("token")
 	if len(tok) > MaxTokenLen {
-		c.fail(w, r, http.StatusRequestEntityTooLarge, spent.ETooLarge, "token of more than "+strconv.Itoa(MaxTokenLen)+" bytes", "Paste the admin token from the server's configuration.")
+		c.refuseLogin(w, r, "token too long")
 		return
 	}
 	g := c.grants.Match(tok)
 	if g == nil {
-		c.log.Warn("console: login refused: unknown token", "remote", r.RemoteAddr)
-		c.fail(w, r, http.StatusUnauthorized, spent.EUnauthorized, "unknown bearer token", "Log in again with an admin token from the server's configuration.")
+		c.refuseLogin(w, r, "unknown token")
 		return
 	}
 	if len(c.adminNamespaces(g)) == 0 {
-		c.log.Warn("console: login refused: token without the admin scope", "remote", r.RemoteAddr)
-		c.fail(w, r, http.StatusForbidden, spent.EForbidden, "token lacks scope admin: the console is for operators",
-			"Log in with a token whose scopes include admin.")
+		c.refuseLogin(w, r, "token without the admin scope")
 		return
 	}
 	c.sessions.drop(ss)
@@ -374,6 +371,17 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	c.setCookie(w, id, ns)
 	c.log.Info("console: operator logged in", "remote", r.RemoteAddr)
 	http.Redirect(w, r, Prefix, http.StatusSeeOther)
+}
+
+// refuseLogin answers a refused login, after the delay the throttle gives
+// its address, with the one answer every refused token gets: the page says
+// neither whether the server knows the token nor what it lacks, which would
+// let a visitor sort guessed tokens. The throttle logs reason (unknown
+// token, token without the admin scope, token too long) for the operator.
+func (c *Console) refuseLogin(w http.ResponseWriter, r *http.Request, reason string) {
+	c.sleep(r.Context(), c.throttle.Failed("console", r.RemoteAddr, reason))
+	c.fail(w, r, http.StatusUnauthorized, spent.EUnauthorized, "login refused: not an admin token of this server",
+		"Log in with a token from the server's configuration whose scopes include admin.")
 }
 
 // logout ends the session.
