@@ -190,7 +190,7 @@ func (p *printer) unknown(recs []spent.Record) {
 	fmt.Fprintln(tw, "HASH\tNAMESPACE\tSEQ\tFIRST_SEEN\tLEASE_UNTIL\tEXPIRES_AT\tPLACE\tKEY")
 	for _, r := range recs {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Hash, r.Namespace, r.Seq,
-			formatTime(r.FirstSeen), formatTime(r.LeaseUntil), formatTime(r.ExpiresAt), dash(r.Place), dash(r.RawKey))
+			formatTime(r.FirstSeen), formatTime(r.LeaseUntil), formatTime(r.ExpiresAt), dash(plain(r.Place)), dash(plain(r.RawKey)))
 	}
 	if err := tw.Flush(); err != nil && p.err == nil {
 		p.err = err
@@ -211,7 +211,7 @@ func (p *printer) fields(r spent.Record) {
 	}
 	field("first_seen", formatTime(r.FirstSeen))
 	if r.Place != "" {
-		field("place", r.Place)
+		field("place", plain(r.Place))
 	}
 	if len(r.Fingerprint) > 0 {
 		field("fingerprint", hex.EncodeToString(r.Fingerprint))
@@ -253,7 +253,24 @@ func placeSuffix(place string) string {
 	if place == "" {
 		return ""
 	}
-	return " at " + place
+	return " at " + plain(place)
+}
+
+// plain returns s as it is when it is printable text without blanks, and
+// quoted (Go syntax) otherwise: a client's place or key is printed to an
+// operator's terminal, where a newline would forge a row of a list and an
+// escape sequence would drive the terminal. The ledger refuses such places
+// now; records from before, and raw keys, may still hold them.
+func plain(s string) string {
+	for _, r := range s {
+		if r == ' ' || r == '\t' || r == '"' || !unicode.IsPrint(r) {
+			return strconv.Quote(s)
+		}
+	}
+	if !utf8.ValidString(s) {
+		return strconv.Quote(s)
+	}
+	return s
 }
 
 func dash(s string) string {

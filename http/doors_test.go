@@ -1,0 +1,204 @@
+package http_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/spentledger/spent"
+	"github.com/spentledger/spent/door"
+	sphttp "github.com/spentledger/spent/http"
+	"github.com/spentledger/spent/inmem"
+)
+
+// serveAdmitted serves cfg's API over a fresh ledger behind cs's admission
+// (door.Conns.Serve), as spent serve does.
+func serveAdmitted(t *testing.T, cfg sphttp.Config, cs *door.Conns) (*env, *httptest.Server) {
+	t.Helper()
+	e := &env{clock: newClock(), store: inmem.New()}
+	l, err := spent.NewLedger(context.Background(), e.store, ledgerConfig(e.clock.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.ledger = l
+	if e.server, err = sphttp.NewServer(l, cfg); err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewUnstartedServer(e.server)
+	cs.Serve(ts.Config)
+	ts.Start()
+	t.Cleanup(ts.Close)
+	e.url = ts.URL
+	return e, ts
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestUnknownTokenThrottled (issue 31, finding 9, on HTTP): requests with an
+// unknown bearer token are counted by the shared sign-in throttle, which
+// logs them and delays each answer; the max_auth_failures-th on one
+// connection is answered with Connection: close. A valid token still works.
+func TestUnknownTokenThrottled(t *testing.T) {
+	var log lockedBuffer
+	th := door.NewThrottle(slog.New(slog.NewTextHandler(&log, nil)))
+	cfg := authConfig()
+	cfg.Throttle = th
+	cs := door.NewConns(100, 100)
+	e, _ := serveAdmitted(t, cfg, cs)
+	nc, err := net.Dial("tcp", strings.TrimPrefix(e.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	br := bufio.NewReader(nc)
+	body := `{"namespace":"echo","key":"k"}`
+	for i := 1; i <= door.DefaultMaxAuthFailures; i++ {
+		fmt.Fprintf(nc, "POST /v1/claim HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer wrong-token-%d-0123456789\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", i, len(body), body)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("request %d with an unknown token: status %d, want 401", i, resp.StatusCode)
+		}
+		closes := resp.Close || strings.EqualFold(resp.Header.Get("Connection"), "close")
+		if last := i == door.DefaultMaxAuthFailures; closes != last {
+			t.Fatalf("request %d: Connection: close %v, want %v (only at max_auth_failures)", i, closes, last)
+		}
+	}
+	if th.Total() != int64(door.DefaultMaxAuthFailures) {
+		t.Fatalf("throttle counted %d refusals, want %d", th.Total(), door.DefaultMaxAuthFailures)
+	}
+	if !strings.Contains(log.String(), "http: sign-in refused") {
+		t.Fatalf("log: want a sign-in refused line\n%s", log.String())
+	}
+	a := e.post(t, "/v1/claim", tokClaim, body)
+	if a.status != http.StatusOK {
+		t.Fatalf("a valid token after the refusals: %d %s", a.status, a.body)
+	}
+	// A missing token is not a sign-in attempt: not counted.
+	e.post(t, "/v1/claim", "", body)
+	if th.Total() != int64(door.DefaultMaxAuthFailures) {
+		t.Fatalf("a request without a token was counted as a refused sign-in")
+	}
+}
+
+// TestIdleFloodHTTP (issue 31, finding 6, on HTTP): idle connections that
+// never send an authorised request fill at most the unauthenticated share;
+// a client with a token still gets in and claims, and its connection,
+// signed in, is never closed to make room.
+func TestIdleFloodHTTP(t *testing.T) {
+	cs := door.NewConns(30, 5)
+	e, _ := serveAdmitted(t, authConfig(), cs)
+	addr := strings.TrimPrefix(e.url, "http://")
+	var idle []net.Conn
+	for range 40 {
+		nc, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		idle = append(idle, nc)
+	}
+	// A keep-alive client with a token: its connection signs in.
+	tr := &http.Transport{MaxIdleConnsPerHost: 1}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr}
+	for i := range 5 {
+		req, _ := http.NewRequest(http.MethodPost, e.url+"/v1/claim", strings.NewReader(fmt.Sprintf(`{"namespace":"echo","key":"k-%d","result_text":"r"}`, i)))
+		req.Header.Set("Authorization", "Bearer "+tokClaim)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("claim %d among 40 idle sockets: %v", i, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("claim %d: status %d", i, resp.StatusCode)
+		}
+		// More idle sockets arrive; the signed-in connection stays.
+		for range 10 {
+			if nc, err := net.Dial("tcp", addr); err == nil {
+				defer nc.Close()
+			}
+		}
+	}
+	if all, un := cs.Len(); un > 5 || all > 30 {
+		t.Fatalf("admitted %d, %d unauthenticated: want at most 30 and 5", all, un)
+	}
+	if cs.Evicted() == 0 {
+		t.Fatal("no idle connection was closed to make room")
+	}
+}
+
+// TestPlaceAndExpiresIn (issue 31, findings 2 and 10, on HTTP): a place
+// with a control character is refused and nothing claimed; expires_in
+// takes an ISO 8601 duration through the ledger's one expiry rule:
+// refused beyond max_expiry (also when too large for any duration),
+// refused beside expires_at, kept as asked otherwise.
+func TestPlaceAndExpiresIn(t *testing.T) {
+	e := MustServe(t, sphttp.DefaultConfig())
+	for _, place := range []string{"gate\n1", "\u001b[2J", "a\u0000b", "x\u202ey"} {
+		body := fmt.Sprintf(`{"namespace":"echo","key":"placed","place":%q}`, place)
+		body = strings.ReplaceAll(body, `\x00`, `\u0000`)
+		a := e.post(t, "/v1/claim", "", body)
+		wantProblem(t, a, http.StatusBadRequest, spent.EInvalid)
+	}
+	if _, err := e.ledger.Get(context.Background(), "echo", "placed"); spent.ErrorCode(err) != spent.ENotFound {
+		t.Fatalf("a refused claim was made: %v", err)
+	}
+	now := e.clock.Now()
+	a := e.post(t, "/v1/claim", "", `{"namespace":"echo","key":"in","result_text":"r","expires_in":"PT30M"}`)
+	if a.status != http.StatusOK {
+		t.Fatalf("expires_in PT30M: %d %s", a.status, a.body)
+	}
+	exp, err := time.Parse(time.RFC3339Nano, a.json(t)["expires_at"].(string))
+	if err != nil || !exp.Equal(now.Add(30*time.Minute)) {
+		t.Fatalf("expires_in PT30M: expires_at %v, %v; want %v", exp, err, now.Add(30*time.Minute))
+	}
+	for _, tc := range []struct{ body, code string }{
+		{`{"namespace":"echo","key":"far","expires_in":"P99999999999999999999D"}`, spent.EExpiryTooLong},
+		{`{"namespace":"echo","key":"far","expires_in":"P2D"}`, spent.EExpiryTooLong},
+		{`{"namespace":"echo","key":"far","expires_in":"P1Y"}`, spent.EInvalid},
+		{`{"namespace":"echo","key":"far","expires_in":"PT0S"}`, spent.EInvalid},
+		{`{"namespace":"echo","key":"far","expires_in":"PT1M","expires_at":"2030-01-01T00:00:00Z"}`, spent.EInvalid},
+	} {
+		wantProblem(t, e.post(t, "/v1/claim", "", tc.body), http.StatusBadRequest, tc.code)
+	}
+	// The Go client sends a lifetime as expires_in, and refuses what only
+	// the server's own front ends may ask.
+	c := sphttp.NewClient(e.url, sphttp.ClientConfig{})
+	ans, err := c.Claim(context.Background(), spent.Claim{Namespace: "echo", Key: "client-in", Result: []byte("r"), Expiry: spent.ExpiresIn(90, time.Second)})
+	if err != nil || !ans.Record.ExpiresAt.Equal(now.Add(90*time.Second)) {
+		t.Fatalf("client with ExpiresIn(90s): %v, %v; want expires_at %v", ans.Record.ExpiresAt, err, now.Add(90*time.Second))
+	}
+	_, err = c.Claim(context.Background(), spent.Claim{Namespace: "echo", Key: "client-clamped", Expiry: spent.ExpiresIn(90, time.Second).Clamped()})
+	if spent.ErrorCode(err) != spent.EInvalid {
+		t.Fatalf("client with a clamped expiry: %v, want invalid", err)
+	}
+}
