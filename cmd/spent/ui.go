@@ -24,6 +24,8 @@ func (m *Main) withConsole(ctx context.Context, cfg serveConfig, n *node.Node, d
 	cc.Secure = cfg.TLSCert != ""
 	cc.Label = fmt.Sprintf("node %d · %s store", cfg.Ledger.Node, n.Store().Kind)
 	cc.Logger = log.With("component", "console")
+	// Refused logins count with the other doors' refused sign-ins.
+	cc.Throttle = dr.throttle
 	if cfg.Ledger.Now != nil {
 		cc.Now = cfg.Ledger.Now
 	}
