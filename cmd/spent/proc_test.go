@@ -326,6 +326,10 @@ type FaultyStore struct {
 	fired int
 }
 
+// Unwrap returns the store beneath, so that the ledger finds its optional
+// capabilities (spent.StoreAs) as it would without the fault.
+func (s *FaultyStore) Unwrap() spent.Store { return s.Store }
+
 // Arm makes the next matching call fail.
 func (s *FaultyStore) Arm() {
 	s.mu.Lock()
