@@ -2,6 +2,7 @@ package pebble
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"time"
 
@@ -111,6 +112,11 @@ func (s *Store) initFilter(created bool) error {
 	}
 	t0 := time.Now()
 	f, replayed, err := s.loadFilter(id)
+	if err == nil && s.damageAccepted {
+		// Lost tables can take the save ids and the journal floor back
+		// with them: a file that matches them proves nothing now.
+		f, err = nil, errors.New("the store was opened with its damage accepted, so no saved filter is trusted")
+	}
 	if err == nil {
 		s.filter, s.unsaved, s.savedAt = f, replayed, time.Now()
 		s.log.Info("pebble: existence filter loaded", "keys", f.len(), "journal_keys", replayed,

@@ -375,3 +375,34 @@ func writeFile(t *testing.T, path string, b []byte) {
 		t.Fatal(err)
 	}
 }
+
+// TestAcceptedDamageRebuildsFilter: a store opened with its damage accepted
+// (here its witness removed) may have lost tables, and its meta keys (the
+// save ids, the journal floor) with them, so its saved filter is not
+// trusted, however well it matches: it is rebuilt, and every key stays a
+// repeat.
+func TestAcceptedDamageRebuildsFilter(t *testing.T) {
+	dir := t.TempDir()
+	s := MustOpen(t, dir)
+	rng := rand.New(rand.NewPCG(5, 6))
+	var keys []spent.Hash
+	for i := range 500 {
+		h := randHash(rng)
+		mustClaim(t, s, completeOp(h, uint64(i+1), t0, t0.Add(time.Hour)))
+		keys = append(keys, h)
+	}
+	MustClose(t, s)
+	if err := os.Remove(filepath.Join(dir, "SPENT-WITNESS")); err != nil {
+		t.Fatal(err)
+	}
+	opts := pebble.DefaultOptions()
+	opts.AcceptDamage = true
+	s = MustOpenWith(t, dir, opts)
+	if st := s.Stats(); st.FilterRefused != 1 {
+		t.Fatalf("Open with its damage accepted: %+v, want the saved filter refused", st)
+	}
+	assertRepeats(t, s, keys, "with the damage accepted")
+	waitBuilt(t, s)
+	assertRepeats(t, s, keys, "after the rebuild")
+	MustClose(t, s)
+}

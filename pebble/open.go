@@ -89,6 +89,7 @@ func (s *Store) openDB() error {
 			return err
 		}
 		s.log.Error("pebble: opening a store whose witness is damaged, as asked (AcceptDamage)", "err", err)
+		s.damageAccepted = true
 		prior = nil
 	}
 	desc, err := pdb.Peek(s.dir, s.fs)
@@ -166,6 +167,7 @@ func (s *Store) acceptDamage(damage error) error {
 		return damage
 	}
 	s.log.Error("pebble: opening a damaged store, as asked (AcceptDamage): acknowledged records may be lost", "damage", damage)
+	s.damageAccepted = true
 	return nil
 }
 

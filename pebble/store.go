@@ -56,6 +56,10 @@ type Store struct {
 	counters   map[spent.Hash]*spent.CountAnswer // this round's counter writes; nil means deleted
 	sweepFrom  []byte                            // no expiry-index key sorts before it
 	roundNum   uint64                            // the number of the last round that wrote (see witness.go)
+	// damageAccepted is set when this open accepted damage (AcceptDamage):
+	// the store's meta keys may have gone back with its lost tables, so a
+	// saved filter is not trusted whatever its save id says.
+	damageAccepted bool
 	// held are the records of fresh Early claims of new keys, kept in
 	// memory only until their Complete (which writes the complete record),
 	// their Release (which forgets it) or the first other request that

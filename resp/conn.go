@@ -284,10 +284,15 @@ func (c *conn) reserve(n int) bool {
 	return true
 }
 
-// endBatch gives back what the batch's arguments reserved.
+// endBatch gives back what the batch's arguments reserved, and lets go of
+// the arguments themselves: the batch's slices are kept for the next one,
+// and must not keep a large argument alive while the connection is idle.
 func (c *conn) endBatch() {
 	c.s.budget.Release(c.held)
 	c.held, c.batchBytes = 0, 0
+	for _, args := range c.batch {
+		clear(args)
+	}
 }
 
 // exec decides the batch in order. A run of claims (SET … NX, SETNX,
