@@ -136,7 +136,8 @@
 //     When there is no file it can trust (none; damaged; of another
 //     file version, as the first start after an upgrade that changes the
 //     version finds it; not the store's own latest save; older than the
-//     journal; or missing a sampled key), Open returns at once and the
+//     journal; missing a sampled key; or any file, when the store is opened
+//     with its damage accepted), Open returns at once and the
 //     filter is rebuilt from the record keys in the background, 0.5 to 0.8
 //     µs per record on a 2-core machine; until then every claim reads
 //     pebble, slower but never wrong ([Stats].FilterBuilding, and the log
