@@ -159,10 +159,13 @@ func parseUTC(s []byte) (time.Time, bool) {
 // AppendSeconds appends d as a JSON number of seconds, exact to the
 // nanosecond: 28.5 for 28.5 s.
 func AppendSeconds(b []byte, d time.Duration) []byte {
+	// The magnitude is unsigned so that the most negative duration, whose
+	// negation does not fit in an int64, is written too.
+	u := uint64(d)
 	if d < 0 {
 		b = append(b, '-')
-		d = -d
+		u = -u
 	}
-	b = strconv.AppendInt(b, int64(d/time.Second), 10)
-	return appendFraction(b, int(d%time.Second))
+	b = strconv.AppendUint(b, u/uint64(time.Second), 10)
+	return appendFraction(b, int(u%uint64(time.Second)))
 }
