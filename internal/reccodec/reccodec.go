@@ -78,9 +78,12 @@ type decoder struct {
 	bad bool
 }
 
+// uvarint reads a uvarint in its shortest form, the one Append writes, so
+// that a record has one encoding.
 func (d *decoder) uvarint() uint64 {
 	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
+	var short [binary.MaxVarintLen64]byte
+	if n <= 0 || n != len(binary.AppendUvarint(short[:0], v)) {
 		d.bad = true
 		return 0
 	}
@@ -90,7 +93,8 @@ func (d *decoder) uvarint() uint64 {
 
 func (d *decoder) time() time.Time {
 	sec, n := binary.Varint(d.b)
-	if n <= 0 {
+	var short [binary.MaxVarintLen64]byte
+	if n <= 0 || n != len(binary.AppendVarint(short[:0], sec)) {
 		d.bad = true
 		return time.Time{}
 	}
