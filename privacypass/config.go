@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -147,8 +148,9 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("privacypass: skew %v: must be 0 to half an epoch", c.Skew)
 	case c.QuotaPerEpoch < 1:
 		return errors.New("privacypass: quota_per_epoch must be at least 1")
-	case c.ChallengeTTL <= 0:
-		return fmt.Errorf("privacypass: challenge_ttl %v: must be positive", c.ChallengeTTL)
+	case c.ChallengeTTL <= 0 || c.ChallengeTTL/time.Second > math.MaxInt32:
+		// A challenge carries it as max-age, a 31-bit number of seconds.
+		return fmt.Errorf("privacypass: challenge_ttl %v: must be positive and under 2^31 seconds (a challenge's max-age)", c.ChallengeTTL)
 	case c.MaxChallenges < 1:
 		return fmt.Errorf("privacypass: max_challenges %d: must be positive", c.MaxChallenges)
 	case c.Namespace == "":
