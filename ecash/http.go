@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -60,8 +61,13 @@ type KeyInfo struct {
 	GraceSeconds int64 `json:"grace_seconds"`
 }
 
-// Key parses the key.
+// Key parses the key. A grace that is negative or longer than a
+// time.Duration holds is refused: its tokens would seem to expire before
+// the key's end, or at a wrapped time.
 func (k *KeyInfo) Key() (*Key, error) {
+	if k.GraceSeconds < 0 || k.GraceSeconds > math.MaxInt64/int64(time.Second) {
+		return nil, fmt.Errorf("ecash: key: grace_seconds %d: want 0 to %d", k.GraceSeconds, math.MaxInt64/int64(time.Second))
+	}
 	return ParseKey(k.Denomination, k.TokenKey, k.NotBefore, k.End, time.Duration(k.GraceSeconds)*time.Second)
 }
 
