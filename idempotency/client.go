@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"strconv"
@@ -375,6 +376,11 @@ func (c *Client) retryAfter(v string) time.Duration {
 	}
 	if s, err := strconv.ParseUint(v, 10, 32); err == nil {
 		return time.Duration(s) * time.Second
+	} else if errors.Is(err, strconv.ErrRange) && strings.Trim(v, "0123456789") == "" {
+		// More delay-seconds than 32 bits hold: longer than any
+		// MaxRetryAfter, so the retries end rather than ignore it.
+		// (ParseUint reports the range before a later non-digit.)
+		return math.MaxInt64
 	}
 	if t, err := http.ParseTime(v); err == nil {
 		if d := t.Sub(c.now()); d > 0 {
