@@ -121,7 +121,12 @@ func decodeClaim(d *strictjson.Decoder, idx int, c *spent.Claim) error {
 		case "result_text":
 			c.Result, err = resultText(d)
 		case "expires_at":
-			c.ExpiresAt, err = d.Time()
+			if c.ExpiresAt, err = d.Time(); err == nil && c.ExpiresAt.IsZero() {
+				// To the ledger the zero time is no expires_at at all;
+				// the instant it also is, 0001-01-01T00:00:00Z, is
+				// refused here as the ledger refuses every past one.
+				err = spent.Errorf(spent.EInvalid, "%sexpires_at %s is not in the future", at(idx), c.ExpiresAt.Format(time.RFC3339Nano))
+			}
 		case "expires_in":
 			var v string
 			if v, err = d.String(); err == nil {
