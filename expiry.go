@@ -108,19 +108,19 @@ func ExpiresAtUnix(n int64, unit time.Duration) Expiry {
 		e.at = time.Unix(n*per, 0)
 		return e
 	}
-	secs, rem := n/int64(time.Second/unit), n%int64(time.Second/unit)
-	if time.Second%unit != 0 {
-		// An odd unit: go through nanoseconds with saturation.
-		hi, lo := bits.Mul64(uint64(n), uint64(unit))
-		if hi != 0 || lo > math.MaxInt64 {
-			e.over = true
-			return e
-		}
-		secs, rem = int64(lo)/int64(time.Second), int64(lo)%int64(time.Second)
-		e.at = time.Unix(secs, rem)
+	if unit < time.Second && time.Second%unit == 0 {
+		// A fraction of a second (ms, µs, ns): whole seconds, then the rest.
+		per := int64(time.Second / unit)
+		e.at = time.Unix(n/per, n%per*int64(unit))
 		return e
 	}
-	e.at = time.Unix(secs, rem*int64(unit))
+	// An odd unit: go through nanoseconds, with saturation.
+	hi, lo := bits.Mul64(uint64(n), uint64(unit))
+	if hi != 0 || lo > math.MaxInt64 {
+		e.over = true
+		return e
+	}
+	e.at = time.Unix(int64(lo)/int64(time.Second), int64(lo)%int64(time.Second))
 	return e
 }
 

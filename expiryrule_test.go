@@ -91,7 +91,7 @@ func checkExpiry(t *testing.T, name string, p spent.Policy, now time.Time, e spe
 func TestExpiryRuleProperty(t *testing.T) {
 	now := time.Date(2026, 12, 3, 15, 0, 0, 123456789, time.UTC)
 	inputs := expiryInputs(31)
-	units := []time.Duration{time.Nanosecond, time.Microsecond, time.Millisecond, time.Second, time.Minute, time.Hour, 3 * time.Millisecond}
+	units := []time.Duration{time.Nanosecond, time.Microsecond, time.Millisecond, time.Second, time.Minute, time.Hour, 3 * time.Millisecond, 1500 * time.Millisecond, time.Second + 32}
 	for name, p := range expiryPolicies {
 		if err := p.Validate(); err != nil {
 			t.Fatalf("policy %s: %v", name, err)
