@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strconv"
 	"strings"
@@ -182,13 +183,41 @@ func (c *conn) serve() {
 		}
 		if err != nil {
 			c.readFailed(err)
-			c.flush()
+			if c.flush() == nil && !ioErr(err) {
+				c.linger()
+			}
 			return
 		}
-		if err := c.flush(); err != nil || c.closeAfter {
+		if err := c.flush(); err != nil {
+			return
+		}
+		if c.closeAfter {
+			c.linger()
 			return
 		}
 	}
+}
+
+// lingerTime and lingerBytes bound what linger reads of a client's
+// unread commands before it closes.
+const (
+	lingerTime  = 500 * time.Millisecond
+	lingerBytes = 64 << 10
+)
+
+// linger ends a connection that the server closes while its client may
+// still be sending (after a protocol error, or max_auth_failures): it
+// closes the writing side, so that the client reads the last reply and
+// then the end, and discards what the client still sends for a moment,
+// since closing a socket with unread bytes resets it, and a reset can make
+// the client lose the last reply it had not read yet.
+func (c *conn) linger() {
+	cw, ok := c.nc.(interface{ CloseWrite() error })
+	if !ok || cw.CloseWrite() != nil {
+		return
+	}
+	c.nc.SetReadDeadline(time.Now().Add(lingerTime))
+	io.CopyN(io.Discard, c.nc, lingerBytes)
 }
 
 // readFailed answers the error that ended the connection's reading, when
