@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"net/http"
 	"net/http/httptrace"
 	"os"
@@ -312,6 +313,12 @@ func (w *Wallet) seed() ([]byte, string, error) {
 func (e *Entry) pending() (*ecash.Pending, error) {
 	keys := make([]*ecash.Key, len(e.Keys))
 	for i, r := range e.Keys {
+		if r.Grace < 0 || r.Grace > math.MaxInt64/int64(time.Second) {
+			// A journal written by hand, or damaged: a grace past what a
+			// time.Duration holds would wrap, as the issuer's key list
+			// refuses it.
+			return nil, fmt.Errorf("wallet: entry: key grace of %d seconds: want 0 to %d", r.Grace, math.MaxInt64/int64(time.Second))
+		}
 		k, err := ecash.ParseKey(r.Denomination, r.TokenKey, r.NotBefore, r.End, time.Duration(r.Grace)*time.Second)
 		if err != nil {
 			return nil, err
