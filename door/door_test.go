@@ -1,11 +1,15 @@
 package door_test
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/tls"
 	"crypto/x509"
+	"io"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -288,4 +292,61 @@ func TestRevalidate(t *testing.T) {
 func isTimeout(err error) bool {
 	ne, ok := err.(net.Error)
 	return ok && ne.Timeout()
+}
+
+// TestServeAnsweredMakesRoom: a connection that has not signed in makes
+// room for a newcomer as soon as its request is answered, although net/http
+// holds it a while longer: half a second when the answer closes it over an
+// unread body, up to ReadTimeout when it waits for the rest of a body the
+// handler did not read. Before, a newcomer found the unauthenticated share
+// full of such connections and was refused, so a burst of requests refused
+// before their bodies kept every client out, a client with a token
+// included.
+func TestServeAnsweredMakesRoom(t *testing.T) {
+	for _, tc := range []struct{ name, request string }{
+		{"ClosingAnswer", "POST /refuse HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\n"},
+		{"BodyNeverSent", "POST /deny HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cs := door.NewConns(10, 1)
+			ts := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				switch r.URL.Path {
+				case "/refuse":
+					w.Header().Set("Connection", "close")
+					http.Error(w, "too large", http.StatusRequestEntityTooLarge)
+				case "/deny":
+					http.Error(w, "no token", http.StatusUnauthorized)
+				default:
+					door.FromContext(r.Context()).SignIn()
+					io.WriteString(w, "ok")
+				}
+			}))
+			ts.Config.ReadTimeout = time.Minute
+			cs.Serve(ts.Config)
+			ts.Start()
+			defer ts.Close()
+			dial := func() (net.Conn, *bufio.Reader) {
+				nc, err := net.Dial("tcp", ts.Listener.Addr().String())
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { nc.Close() })
+				nc.SetDeadline(time.Now().Add(10 * time.Second))
+				return nc, bufio.NewReader(nc)
+			}
+			a, _ := dial()
+			io.WriteString(a, tc.request)
+			time.Sleep(100 * time.Millisecond) // the handler has answered
+			b, br := dial()
+			io.WriteString(b, "GET /ok HTTP/1.1\r\nHost: x\r\n\r\n")
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatalf("a newcomer just after a request answered before its body: %v, want it served (the answered connection makes room)", err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("the newcomer: got %d, want 200", resp.StatusCode)
+			}
+		})
+	}
 }

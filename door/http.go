@@ -25,10 +25,38 @@ func FromContext(ctx context.Context) *Conn {
 // (the HTTP API does), so that a connection which never does counts against
 // the unauthenticated share. It also bounds the header block of a request
 // (MaxHeaderBytes), which every request sends before its token is checked.
+//
+// Serve wraps srv.Handler (set it first): a connection that has not signed
+// in counts as busy only while a handler serves its request. Once the
+// handler has returned, net/http may still wait for the rest of a body the
+// handler left unread (up to ReadTimeout) before it answers, or hold a
+// closing connection open for half a second; it serves the client nothing
+// more, so from then on the connection may be closed to make room (an
+// answer that closes the connection is flushed first, so that it is not
+// cut off). Otherwise a burst of requests refused before their bodies
+// were read would fill the unauthenticated share with connections that no
+// newcomer could replace, and keep every newcomer out meanwhile.
 func (cs *Conns) Serve(srv *http.Server) {
 	var mu sync.Mutex
 	byConn := map[net.Conn]*Conn{}
 	srv.MaxHeaderBytes = MaxHeaderBytes
+	h := srv.Handler
+	if h == nil {
+		h = http.DefaultServeMux
+	}
+	srv.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(w, r)
+		c := FromContext(r.Context())
+		if c == nil || c.signed.Load() || r.ProtoMajor != 1 {
+			// (Signed-in connections are never closed to make room;
+			// an HTTP/2 connection may serve other requests still.)
+			return
+		}
+		if w.Header().Get("Connection") == "close" {
+			http.NewResponseController(w).Flush()
+		}
+		c.setBusy(false)
+	})
 	srv.ConnContext = func(ctx context.Context, nc net.Conn) context.Context {
 		c, err := cs.Admit(nc)
 		if err != nil {
