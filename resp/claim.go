@@ -1,7 +1,6 @@
 package resp
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"strconv"
@@ -221,9 +220,13 @@ func (c *conn) redisClaim(it *pendingClaim, k, value []byte, exp spent.Expiry, n
 		c.w.fail("UNAVAILABLE", fmt.Sprintf("server busy: the values of rollback prefixes waiting for their window fill the budget of %d bytes (resp max_rollback_bytes); nothing was claimed; retry", c.s.cfg.MaxRollbackBytes))
 		return
 	}
-	it.value = bytes.Clone(value)
-	if it.value == nil {
-		it.value = []byte{}
+	// A short value is carved from the connection's read buffer, which
+	// it would keep alive for the whole window: it is copied. A longer
+	// one has bytes of its own, which the batch lets go of when it ends.
+	if len(value) <= maxCarved {
+		it.value = append(make([]byte, 0, len(value)), value...)
+	} else {
+		it.value = value
 	}
 }
 

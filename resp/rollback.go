@@ -75,9 +75,11 @@ func (q *dueQueue) Pop() any {
 const maxCompleting = 256
 
 // completingBytes bounds the bytes of the values of the completions in
-// flight: each is copied a few times on its way to the store, so that 256
-// completions of 1 MiB values at once would take over a gigabyte.
-const completingBytes = 16 << 20
+// flight: each is copied a few times on its way to the store (the record's
+// encoding, the batch, the record read back), so that 256 completions of
+// 1 MiB values at once would take over a gigabyte. Small values, the
+// common case, still complete 256 at a time.
+const completingBytes = 4 << 20
 
 // dueOverhead is what a waiting value costs beside its bytes (the entry, its
 // key and namespace, the heap slot), counted against the budget so that
