@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -436,6 +437,15 @@ func (s *Server) readBody(r *http.Request, x *exchange) error {
 			if errors.As(err, &mbe) {
 				// A budget (see LimitBodies) stopped the body first.
 				return tooLarge(s.maxBody)
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				// The server's read_timeout: say so, without the
+				// socket's addresses.
+				return spent.Errorf(spent.EInvalid, "reading body: it did not arrive within the server's read_timeout (%d of %d bytes read)", len(buf), r.ContentLength)
+			}
+			if errors.Is(err, io.ErrUnexpectedEOF) {
+				return spent.Errorf(spent.EInvalid, "reading body: the connection ended %d bytes into it", len(buf))
 			}
 			return spent.Errorf(spent.EInvalid, "reading body: %s", err.Error())
 		}

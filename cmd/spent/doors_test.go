@@ -112,7 +112,7 @@ func (doorHTTP) Docs(lim door.Limits) doortest.Docs {
 		// A body that stops arriving is a request the API cannot read
 		// (400 invalid); a header that never comes, and an idle
 		// connection, are closed without an answer.
-		ReadTimeout:  doortest.Want{Code: "invalid", Close: true},
+		ReadTimeout:  doortest.Want{Code: "invalid", Text: "it did not arrive within the server's read_timeout", Close: true},
 		InvalidPlace: doortest.Want{Code: "invalid"},
 	}
 }
