@@ -298,6 +298,9 @@ func (l *Ledger) prepare(ctx context.Context, c *Claim, now time.Time) (ClaimOp,
 	if err := CheckPlace(c.Place); err != nil {
 		return ClaimOp{}, p, err
 	}
+	if c.Lease < 0 || c.Lease > p.Lease {
+		return ClaimOp{}, p, Errorf(EInvalid, "lease %v: want more than 0 and at most the namespace's, %v", c.Lease, p.Lease)
+	}
 	if len(c.Result) > l.cfg.MaxResult {
 		return ClaimOp{}, p, Errorf(ETooLarge, "result of %d bytes: at most %d", len(c.Result), l.cfg.MaxResult)
 	}
@@ -337,7 +340,11 @@ func (l *Ledger) prepare(ctx context.Context, c *Claim, now time.Time) (ClaimOp,
 		rec.Result = c.Result
 	} else {
 		rec.State = StatePending
-		rec.LeaseUntil = now.Add(p.Lease)
+		lease := p.Lease
+		if c.Lease > 0 {
+			lease = c.Lease
+		}
+		rec.LeaseUntil = now.Add(lease)
 		if rec.LeaseUntil.After(exp) {
 			rec.LeaseUntil = exp
 		}
@@ -729,6 +736,15 @@ func (l *Ledger) Release(ctx context.Context, rel Release) error {
 // release is Release without the observer.
 func (l *Ledger) release(ctx context.Context, rel Release) error {
 	now := l.cfg.Now()
+	p, err := l.policy(rel.Namespace)
+	if err != nil {
+		return err
+	}
+	// Under hold the record is read first, even with the claim's seq: a
+	// release after the lease must be refused (see Release).
+	if p.OnLeaseExpiry == LeaseExpiryHold {
+		return l.releaseRead(ctx, rel, now)
+	}
 	if h, ok, err := l.direct(rel.Namespace, rel.Key, rel.Seq, rel.Force); err != nil {
 		return err
 	} else if ok {
@@ -739,9 +755,19 @@ func (l *Ledger) release(ctx context.Context, rel Release) error {
 		}
 		return l.auditEnd(ctx, AuditReleased, rel.Namespace, h, rel.Seq, now)
 	}
+	return l.releaseRead(ctx, rel, now)
+}
+
+// releaseRead releases after reading the record and ruling on it, and, in
+// a namespace that holds expired leases, refuses a release after the lease
+// unless forced.
+func (l *Ledger) releaseRead(ctx context.Context, rel Release, now time.Time) error {
 	r, _, err := l.target(ctx, rel.Namespace, rel.Key, rel.Hash, Ending{Seq: rel.Seq, AnySeq: rel.Seq.IsZero(), Release: true, Force: rel.Force}, now)
 	if err != nil {
 		return err
+	}
+	if p, _ := l.policy(rel.Namespace); p.OnLeaseExpiry == LeaseExpiryHold && !rel.Force && r.LeaseExpiredAt(now) {
+		return Errorf(ELeaseExpired, "lease ran out at %s: the record is an unknown outcome, which only an operator may release (force); its side effect may have happened", r.LeaseUntil.Format(time.RFC3339Nano))
 	}
 	err = l.store.Release(ctx, r.Hash, r.Seq, now)
 	l.ended(r.Hash)

@@ -163,8 +163,10 @@ type ResolvePass struct {
 // ResolveRunner runs a [Resolver] for each unknown outcome of a [Service]
 // (a *[Ledger], or the HTTP client of a spent server, whose token then needs
 // the admin scope to list them), and settles each as the resolver says,
-// with the record's seq and never with force: a record that someone settled
-// meanwhile (or that was released and claimed again) is never overwritten.
+// with the record's seq: a record that someone settled meanwhile (or that
+// was released and claimed again) is never overwritten. A release is
+// forced (an operator's, as a release past the lease of a hold namespace
+// must be), a completion is not.
 // What it cannot settle it tries again with exponential backoff per record,
 // and reports through [ResolveOptions].OnLeft and [ResolveRunner.Stats];
 // those records stay listed by [Service.Unknown] for an operator. Build it
@@ -380,7 +382,10 @@ func (rr *ResolveRunner) settle(ctx context.Context, k resolveKey, rec *Record, 
 			}
 			_, err = rr.svc.Complete(ctx, Completion{Namespace: rec.Namespace, Hash: rec.Hash, Seq: rec.Seq, Result: result})
 		case NotApplied:
-			err = rr.svc.Release(ctx, Release{Namespace: rec.Namespace, Hash: rec.Hash, Seq: rec.Seq})
+			// Forced, with the seq: past its lease, a record of a hold
+			// namespace is released only by an operator (see Release), and
+			// the seq still keeps a record claimed again meanwhile safe.
+			err = rr.svc.Release(ctx, Release{Namespace: rec.Namespace, Hash: rec.Hash, Seq: rec.Seq, Force: true})
 		case CannotTell:
 		default:
 			err = fmt.Errorf("spent: resolve: resolver returned %s", res.Verdict)

@@ -61,6 +61,13 @@ type Claim struct {
 	// it: a batch never waits. The HTTP client sends it as the claim's
 	// "wait" member.
 	Wait time.Duration `json:"-"`
+	// Lease, when positive, holds a two-step claim's key for this long
+	// rather than the namespace's lease, which it may not exceed. A front
+	// end in the server's process sets it (it is never sent over the
+	// wire): the RESP listener's rollback window is the lease of its
+	// claims, so that the ledger, not the listener's memory, ends the
+	// window for every front end (see [Release]).
+	Lease time.Duration `json:"-"`
 }
 
 // Answer is the ledger's answer to a [Claim]. (In this package "result"
@@ -102,6 +109,14 @@ type Completion struct {
 }
 
 // Release rolls back a fresh two-step claim, forgetting its key.
+//
+// In a namespace that holds expired leases, a release after the pending
+// record's lease ran out is refused (ELeaseExpired) unless forced, even with
+// the claim's seq: the record is an unknown outcome then, and forgetting it
+// would let its key be claimed again although its side effect may have
+// happened; only an operator (Force) settles that. A seq is no secret (a
+// Get shows it), so it cannot be what allows it. A completion after the
+// lease, with the seq, is still taken: it can only make the key spent.
 type Release struct {
 	Namespace string
 	// Key or, when empty, Hash addresses the record, as in Completion.

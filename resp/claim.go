@@ -197,15 +197,16 @@ func (c *conn) redisClaim(it *pendingClaim, k, value []byte, exp spent.Expiry, n
 	if !ok {
 		return
 	}
+	pol, _ := c.s.ledger.Policy(p.Namespace)
 	if !exp.IsZero() {
 		exp = exp.Clamped().AtLeast(p.MinExpiry)
-		pol, _ := c.s.ledger.Policy(p.Namespace)
-		if _, err := pol.ExpiresAt(now, exp); err != nil {
-			var e *spent.Error
-			errors.As(err, &e)
-			c.w.fail("ERR", "invalid expire time in 'set' command: "+e.Message)
-			return
-		}
+	}
+	at, err := pol.ExpiresAt(now, exp)
+	if err != nil {
+		var e *spent.Error
+		errors.As(err, &e)
+		c.w.fail("ERR", "invalid expire time in 'set' command: "+e.Message)
+		return
 	}
 	it.prefix = p
 	it.claim = spent.Claim{Namespace: p.Namespace, Key: key, Place: c.name, Expiry: exp}
@@ -213,6 +214,11 @@ func (c *conn) redisClaim(it *pendingClaim, k, value []byte, exp spent.Expiry, n
 		it.claim.Result = value
 		return
 	}
+	// The rollback window is the claim's lease: half the namespace's, or
+	// half the time to its expiry when that comes first, so that the
+	// completion lands while the record lives. The ledger ends the window
+	// for every front end: past it, a release without force is refused.
+	it.claim.Lease = max(min(pol.Lease, at.Sub(now))/2, time.Millisecond)
 	it.cost = cost(key, value)
 	if !c.s.rollback.reserve(it.cost) {
 		it.cost = 0
@@ -306,7 +312,8 @@ func (c *conn) answerClaim(it *pendingClaim) {
 		// The window is half the lease, which ends at the record's expiry
 		// when that comes first; DEL reads it from the record too.
 		r := &a.Record
-		c.s.rollback.add(it.claim.Namespace, it.claim.Key, r.Seq, it.value, it.cost, windowEnd(r), r.LeaseUntil)
+		pol, _ := c.s.ledger.Policy(it.claim.Namespace)
+		c.s.rollback.add(it.claim.Namespace, it.claim.Key, r.Seq, it.value, it.cost, r.LeaseUntil, r.FirstSeen.Add(pol.Lease))
 	} else {
 		c.s.rollback.unreserve(it.cost)
 	}

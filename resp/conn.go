@@ -827,8 +827,8 @@ func (c *conn) del(args [][]byte) {
 		case rec.State == spent.StateComplete:
 			refuse(i, "it is a complete record", "no key of this DEL was released")
 			return
-		case t.p.Rollback && !now.Before(windowEnd(&rec)):
-			refuse(i, "its rollback window (half the namespace's lease) closed at "+windowEnd(&rec).UTC().Format(time.RFC3339Nano)+", and its completion is due", "no key of this DEL was released")
+		case t.p.Rollback && rec.LeaseExpiredAt(now) && c.s.rollback.due(t.p.Namespace, t.key, rec.Seq):
+			refuse(i, "its rollback window (half the namespace's lease) closed at "+rec.LeaseUntil.UTC().Format(time.RFC3339Nano)+", and its completion is due", "no key of this DEL was released")
 			return
 		case rec.LeaseExpiredAt(now):
 			c.w.errorReply(spent.Errorf(spent.ELeaseExpired, "key %s: lease ran out at %s; an operator must resolve this outcome (spent unknown); no key of this DEL was released",
@@ -863,13 +863,6 @@ func (c *conn) del(args [][]byte) {
 		}
 	}
 	c.w.integer(n)
-}
-
-// windowEnd is the end of the rollback window of a pending record of a
-// rollback prefix: half its lease, which ends at the record's expiry when
-// that comes first.
-func windowEnd(r *spent.Record) time.Time {
-	return r.FirstSeen.Add(r.LeaseUntil.Sub(r.FirstSeen) / 2)
 }
 
 // millis is t in Unix milliseconds, 0 for the zero time.
@@ -981,22 +974,20 @@ func (c *conn) end(args [][]byte, release bool) {
 	ctx, cancel := c.ctx()
 	defer cancel()
 	if release {
-		if c.s.rollbackNS[ns] && !force || seq.IsZero() {
+		if seq.IsZero() {
+			// "*": the release names the seq of the claim read, so that it
+			// can never release a claim made since.
 			rec, err := c.s.ledger.Get(ctx, ns, key)
 			if err != nil {
 				c.fail(err)
 				return
 			}
-			if seq.IsZero() && rec.State == spent.StatePending {
+			if rec.State == spent.StatePending {
 				if rec.LeaseExpiredAt(c.s.ledger.Now()) && !force {
 					c.fail(spent.Errorf(spent.ELeaseExpired, "lease ran out at %s; an operator must resolve this outcome", rec.LeaseUntil.UTC().Format(time.RFC3339Nano)))
 					return
 				}
 				seq = rec.Seq
-			}
-			if c.s.rollbackNS[ns] && !force && rec.Seq == seq && rec.State == spent.StatePending && !c.s.ledger.Now().Before(windowEnd(&rec)) {
-				c.fail(spent.Errorf(spent.ENotPending, "the claim's rollback window closed at %s, and its completion is due; FORCE (admin) releases it anyway", windowEnd(&rec).UTC().Format(time.RFC3339Nano)))
-				return
 			}
 		}
 		if err := c.s.ledger.Release(ctx, spent.Release{Namespace: ns, Key: key, Seq: seq, Force: force}); err != nil {

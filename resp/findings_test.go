@@ -533,3 +533,58 @@ func TestSmallFindings(t *testing.T) {
 		}
 	}
 }
+
+// TestRollbackWindowIsTheLease (found by an attacker after finding 3's
+// fix): the window lived only in the listener, so another front end (the
+// HTTP API's /v1/release, with the claim scope) could release a claim of a
+// rollback prefix after its window: without its seq while the namespace's
+// lease still ran, with its seq (which any reader of the record sees)
+// after it. The key was then claimed a second time. Now the window is the
+// claim's lease, and the ledger refuses a release past it, with or without
+// the seq, unless forced (an operator): here while the completion is held
+// up, as it is under load or after a crash.
+func TestRollbackWindowIsTheLease(t *testing.T) {
+	f := start(t, false, nil) // "r:" rolls back in "roll": lease 2 s, window 1 s
+	gate := make(chan struct{})
+	f.store.gate.Store(&gate)
+	c := f.client(t, nil)
+	ctx := context.Background()
+	if err := c.SetNX(ctx, "r:spent-once", "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := f.ledger.Get(ctx, "roll", "spent-once")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rec.LeaseUntil.Sub(rec.FirstSeen); got != time.Second {
+		t.Fatalf("the claim's lease: %v, want the window, 1 s (half the namespace's 2 s)", got)
+	}
+	for time.Now().Before(rec.LeaseUntil.Add(50 * time.Millisecond)) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Past the window, the completion held up: no front end releases it.
+	for _, rel := range []spent.Release{
+		{Namespace: "roll", Key: "spent-once"},
+		{Namespace: "roll", Key: "spent-once", Seq: rec.Seq},
+		{Namespace: "roll", Hash: rec.Hash, Seq: rec.Seq},
+	} {
+		if err := f.ledger.Release(ctx, rel); spent.ErrorCode(err) != spent.ELeaseExpired {
+			t.Fatalf("Release %+v after the window: %v, want lease_expired", rel, err)
+		}
+	}
+	errPrefix(t, "SPENT.RELEASE * after the window", c.Do(ctx, "SPENT.RELEASE", "roll", "spent-once", "*").Err(), "LEASE_EXPIRED")
+	errPrefix(t, "SPENT.RELEASE seq after the window", c.Do(ctx, "SPENT.RELEASE", "roll", "spent-once", rec.Seq.String()).Err(), "LEASE_EXPIRED")
+	errPrefix(t, "DEL after the window", c.Del(ctx, "r:spent-once").Err(), "NOT_PENDING")
+	if ok, err := c.SetNX(ctx, "r:spent-once", "again", 0).Result(); err != nil || ok {
+		t.Fatalf("SET NX after the window: %v, %v; want nil", ok, err)
+	}
+	close(gate)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if v, err := c.Get(ctx, "r:spent-once").Result(); err == nil && v == "v" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the completion did not land once let through")
+		}
+	}
+}

@@ -26,6 +26,19 @@ import (
 type countingStore struct {
 	spent.Store
 	claims, batches atomic.Int64
+	// gate, when set, holds every Complete until it is closed.
+	gate atomic.Pointer[chan struct{}]
+}
+
+func (s *countingStore) Complete(ctx context.Context, key spent.Hash, seq spent.Seq, result []byte, now time.Time) (spent.Record, error) {
+	if g := s.gate.Load(); g != nil {
+		select {
+		case <-*g:
+		case <-ctx.Done():
+			return spent.Record{}, ctx.Err()
+		}
+	}
+	return s.Store.Complete(ctx, key, seq, result, now)
 }
 
 func (s *countingStore) Claim(ctx context.Context, op spent.ClaimOp) (spent.ClaimAnswer, error) {

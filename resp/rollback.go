@@ -32,15 +32,17 @@ type completer struct {
 	maxBytes int64
 	inflight *semaphore.Weighted // bytes of the completions in flight
 
-	mu     sync.Mutex
-	held   int64 // bytes reserved by values waiting, or being completed
-	queue  dueQueue
-	index  map[pendingKey]*due
-	wake   chan struct{}
-	closed bool
-	done   chan struct{}
-	inner  sync.WaitGroup // completions in flight
-	sem    chan struct{}
+	mu    sync.Mutex
+	held  int64 // bytes reserved by values waiting, or being completed
+	queue dueQueue
+	index map[pendingKey]*due
+	// running are the completions under way, by key.
+	running map[pendingKey]spent.Seq
+	wake    chan struct{}
+	closed  bool
+	done    chan struct{}
+	inner   sync.WaitGroup // completions in flight
+	sem     chan struct{}
 }
 
 type pendingKey struct{ ns, key string }
@@ -88,7 +90,7 @@ const dueOverhead = 160
 
 func newCompleter(l *spent.Ledger, log *slog.Logger, m *metrics, maxBytes int64) *completer {
 	return &completer{l: l, log: log, m: m, maxBytes: maxBytes, inflight: semaphore.NewWeighted(completingBytes),
-		index: map[pendingKey]*due{}, wake: make(chan struct{}, 1), done: make(chan struct{}), sem: make(chan struct{}, maxCompleting)}
+		index: map[pendingKey]*due{}, running: map[pendingKey]spent.Seq{}, wake: make(chan struct{}, 1), done: make(chan struct{}), sem: make(chan struct{}, maxCompleting)}
 }
 
 // cost is what a value of a key reserves of the budget.
@@ -219,10 +221,21 @@ func (c *completer) run() {
 }
 
 // complete stores d's value, retrying a store that does not answer until
-// the lease ends (then the claim is an unknown outcome, still spent).
+// the namespace's lease ends (then the claim is an unknown outcome, still
+// spent).
 func (c *completer) complete(d *due) {
 	defer c.m.rollbackOpen.Dec()
 	defer c.unreserve(d.cost)
+	c.mu.Lock()
+	c.running[d.pendingKey] = d.seq
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		if c.running[d.pendingKey] == d.seq {
+			delete(c.running, d.pendingKey)
+		}
+		c.mu.Unlock()
+	}()
 	w := min(int64(len(d.value)), completingBytes)
 	c.inflight.Acquire(context.Background(), w)
 	defer c.inflight.Release(w)
@@ -285,4 +298,16 @@ func (c *completer) close(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// due reports whether the completion of the claim seq of key is queued or
+// under way: a pending record past its window is then about to be
+// completed, rather than left by a crash as an unknown outcome.
+func (c *completer) due(ns, key string, seq spent.Seq) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if d := c.index[pendingKey{ns, key}]; d != nil && d.seq == seq {
+		return true
+	}
+	return c.running[pendingKey{ns, key}] == seq
 }

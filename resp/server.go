@@ -128,9 +128,6 @@ type Server struct {
 	// preAuth and full are the limits of a command before and after the
 	// connection signs in.
 	preAuth, full limits
-	// rollbackNS are the namespaces of rollback prefixes: SPENT.RELEASE
-	// there keeps to the window too.
-	rollbackNS map[string]bool
 
 	mu      sync.Mutex
 	lns     map[net.Listener]bool
@@ -222,27 +219,21 @@ func NewServer(l *spent.Ledger, cfg Config) (*Server, error) {
 		throttle = door.NewThrottle(log)
 	}
 	s := &Server{
-		ledger:     l,
-		prefixes:   slices.Clone(cfg.Prefixes),
-		grants:     grants,
-		cfg:        cfg,
-		log:        log,
-		m:          m,
-		lim:        cfg.Limits,
-		budget:     budget,
-		throttle:   throttle,
-		admit:      door.NewConns(cfg.MaxClients, cfg.Limits.MaxUnauthenticated),
-		rollbackNS: map[string]bool{},
-		lns:        map[net.Listener]bool{},
-		conns:      map[*conn]bool{},
+		ledger:   l,
+		prefixes: slices.Clone(cfg.Prefixes),
+		grants:   grants,
+		cfg:      cfg,
+		log:      log,
+		m:        m,
+		lim:      cfg.Limits,
+		budget:   budget,
+		throttle: throttle,
+		admit:    door.NewConns(cfg.MaxClients, cfg.Limits.MaxUnauthenticated),
+		lns:      map[net.Listener]bool{},
+		conns:    map[*conn]bool{},
 	}
 	s.full = limits{args: cfg.MaxArgs, bulk: cfg.MaxBulk, frame: cfg.MaxArgs * cfg.MaxBulk, line: maxLine}
 	s.preAuth = limits{args: door.PreAuthArgs, bulk: door.PreAuthFrame, frame: door.PreAuthFrame, line: door.PreAuthFrame, preAuth: true}
-	for _, p := range cfg.Prefixes {
-		if p.Rollback {
-			s.rollbackNS[p.Namespace] = true
-		}
-	}
 	slices.SortFunc(s.prefixes, func(a, b Prefix) int { return len(b.Prefix) - len(a.Prefix) })
 	s.rollback = newCompleter(l, log, m, cfg.MaxRollbackBytes)
 	go s.rollback.run()

@@ -139,6 +139,10 @@ func linStep(s linState, in linInput, out linOutput) (bool, linState) {
 			code = spent.ENotPending
 		case in.Seq != s.Seq:
 			code = spent.ESeqMismatch
+		case in.Op == opRelease && p.OnLeaseExpiry == spent.LeaseExpiryHold && s.Now >= s.Lease:
+			// Past its lease under hold, the record is an unknown outcome:
+			// the ledger releases it only when forced, even with the seq.
+			code = spent.ELeaseExpired
 		}
 		if out.Code != code {
 			return false, s
