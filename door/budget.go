@@ -40,5 +40,10 @@ func (b *Budget) Release(n int64) {
 	}
 }
 
+// UnauthenticatedShare is the part of a budget of total bytes in flight
+// that requests without a valid token may hold together: an eighth, so
+// that they can never take the budget from clients with one.
+func UnauthenticatedShare(total int64) int64 { return max(total/8, PreAuthFrame) }
+
 // Total returns the budget's size in bytes.
 func (b *Budget) Total() int64 { return b.total }

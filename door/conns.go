@@ -58,8 +58,15 @@ type Conn struct {
 	busy     int
 	failures int
 	gone     bool
-	signed   atomic.Bool // SignIn's fast path: set while signed in
+	signed   atomic.Bool   // SignIn's fast path: set while signed in
+	closed   chan struct{} // closed when the connection is forgotten
 }
+
+// Closed returns a channel closed once the connection is no longer
+// admitted: closed to make room, closed by Revalidate, or Done. A server
+// that makes a connection wait (the delay of a refused sign-in) waits on it
+// too, so that a connection closed meanwhile holds nothing.
+func (c *Conn) Closed() <-chan struct{} { return c.closed }
 
 // Admit admits nc, closing the oldest idle unauthenticated connection when
 // a bound is reached; it returns ErrFull, and does not close nc, when no
@@ -78,7 +85,7 @@ func (cs *Conns) Admit(nc net.Conn) (*Conn, error) {
 		cs.evicted++
 		victims = append(victims, v)
 	}
-	c := &Conn{nc: nc, cs: cs}
+	c := &Conn{nc: nc, cs: cs, closed: make(chan struct{})}
 	c.el = cs.unauth.PushBack(c)
 	cs.all[c] = struct{}{}
 	cs.n++
@@ -109,6 +116,7 @@ func (cs *Conns) removeLocked(c *Conn) {
 		return
 	}
 	c.gone = true
+	close(c.closed)
 	if c.el != nil {
 		cs.unauth.Remove(c.el)
 		c.el = nil
@@ -219,6 +227,9 @@ func (cs *Conns) Revalidate(roots *x509.CertPool) int {
 			continue
 		}
 		if VerifyClient(st.PeerCertificates, roots) != nil {
+			cs.mu.Lock()
+			cs.removeLocked(c)
+			cs.mu.Unlock()
 			c.nc.Close()
 			closed++
 		}

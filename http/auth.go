@@ -66,23 +66,53 @@ func (s *Server) authenticate(r *http.Request) (*grant.Grant, error) {
 // refused answers for a request whose token was unknown: it counts the
 // failure with the server's sign-in throttle, which logs it, marks the
 // answer to close the connection once it has sent MaxAuthFailures such
-// requests, and waits the throttle's delay before the answer goes.
+// requests, and waits the throttle's delay before the answer goes. While
+// it waits its connection counts as idle, so that a newcomer may close it
+// to make room, which ends the wait: refused sign-ins cannot hold the
+// unauthenticated share, nor a goroutine past their connection.
 func (s *Server) refused(w http.ResponseWriter, r *http.Request) {
 	delay := s.throttle.Failed("http", r.RemoteAddr, "unknown bearer token")
-	if dc := door.FromContext(r.Context()); dc != nil && dc.Failed() >= s.maxAuthFailures {
-		w.Header()["Connection"] = hdrClose
+	var closed <-chan struct{}
+	if dc := door.FromContext(r.Context()); dc != nil {
+		if dc.Failed() >= s.maxAuthFailures {
+			w.Header()["Connection"] = hdrClose
+		}
+		if !dc.SignedIn() {
+			dc.Busy(false)
+		}
+		closed = dc.Closed()
 	}
-	s.sleep(r.Context(), delay)
+	s.sleep(r.Context(), delay, closed)
 }
 
-// sleepCtx waits d, or less if ctx ends.
-func sleepCtx(ctx context.Context, d time.Duration) {
+// sleepCtx waits d, or less if ctx ends or closed is closed.
+func sleepCtx(ctx context.Context, d time.Duration, closed <-chan struct{}) {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
 	case <-ctx.Done():
+	case <-closed:
 	}
+}
+
+// Authorized reports whether r carries a valid bearer token (any scope), or
+// arrived on a connection that already sent one, or the server has no
+// tokens: the requests whose bodies may draw on the whole budget of bytes
+// in flight (see LimitBodiesWith); the others share a part of it.
+func (s *Server) Authorized(r *http.Request) bool {
+	if len(s.grants) == 0 {
+		return true
+	}
+	if dc := door.FromContext(r.Context()); dc != nil && dc.SignedIn() {
+		return true
+	}
+	h := r.Header["Authorization"]
+	if len(h) != 1 {
+		return false
+	}
+	scheme, tok, ok := strings.Cut(h[0], " ")
+	return ok && strings.EqualFold(scheme, "Bearer") && s.grants.Match(strings.TrimLeft(tok, " ")) != nil
 }
 
 var (

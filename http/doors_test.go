@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -200,5 +201,119 @@ func TestPlaceAndExpiresIn(t *testing.T) {
 	_, err = c.Claim(context.Background(), spent.Claim{Namespace: "echo", Key: "client-clamped", Expiry: spent.ExpiresIn(90, time.Second).Clamped()})
 	if spent.ErrorCode(err) != spent.EInvalid {
 		t.Fatalf("client with a clamped expiry: %v, want invalid", err)
+	}
+}
+
+// serveLimited serves the API behind admission and a body budget with a
+// share for requests without a valid token, as spent serve does.
+func serveLimited(t *testing.T, cfg sphttp.Config, cs *door.Conns, budget, share int64) *env {
+	t.Helper()
+	e := &env{clock: newClock(), store: inmem.New()}
+	l, err := spent.NewLedger(context.Background(), e.store, ledgerConfig(e.clock.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.ledger = l
+	if e.server, err = sphttp.NewServer(l, cfg); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := door.NewBudget(budget)
+	u, _ := door.NewBudget(share)
+	// A public route beside the API reads its body without a token, as the
+	// Privacy Pass and e-cash routes and the page's login do.
+	mux := http.NewServeMux()
+	mux.Handle("/", e.server)
+	mux.HandleFunc("/public", func(w http.ResponseWriter, r *http.Request) { io.Copy(io.Discard, r.Body) })
+	h, err := sphttp.LimitBodiesWith(mux, sphttp.BodyLimits{Budget: b, MaxBody: sphttp.DefaultMaxBody, Unauthenticated: u, Authorized: e.server.Authorized})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewUnstartedServer(h)
+	cs.Serve(ts.Config)
+	ts.Start()
+	t.Cleanup(ts.Close)
+	e.url = ts.URL
+	return e
+}
+
+// holdBody sends a request to path with a Content-Length of n and a token
+// (none when empty), and none of its body, on a connection of its own.
+func holdBody(t *testing.T, url, path, token string, n int) net.Conn {
+	t.Helper()
+	nc, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	auth := ""
+	if token != "" {
+		auth = "Authorization: Bearer " + token + "\r\n"
+	}
+	fmt.Fprintf(nc, "POST %s HTTP/1.1\r\nHost: x\r\n%sContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{", path, auth, n)
+	return nc
+}
+
+// TestUnauthenticatedBodiesShare (found by an attacker): a request without
+// a valid token (the page's login, a wrong token) reserved its
+// Content-Length from the whole budget of bodies in flight before its
+// token was checked, so four unsent 32 MiB bodies answered every client
+// with a token 503 for a minute. Now such bodies hold at most their share
+// of the budget, and each at most the share.
+func TestUnauthenticatedBodiesShare(t *testing.T) {
+	cs := door.NewConns(100, 100)
+	e := serveLimited(t, authConfig(), cs, 64<<20, 8<<20)
+	for _, tok := range []string{"", "wrong-token-0123456789"} {
+		nc := holdBody(t, e.url, "/public", tok, 32<<20)
+		resp, err := http.ReadResponse(bufio.NewReader(nc), nil)
+		if err != nil || resp.StatusCode != http.StatusRequestEntityTooLarge {
+			t.Fatalf("token %q, an unsent 32 MiB body: %v, %v; want 413 at once (over the share)", tok, resp, err)
+		}
+	}
+	// Two 4 MiB bodies without a token, read slowly by a public route,
+	// fill the share; a third is refused; a client with a token still
+	// claims with a body.
+	holdBody(t, e.url, "/public", "", 4<<20)
+	holdBody(t, e.url, "/public", "wrong-token-0123456789", 4<<20)
+	time.Sleep(100 * time.Millisecond)
+	nc := holdBody(t, e.url, "/public", "", 4<<20)
+	resp, err := http.ReadResponse(bufio.NewReader(nc), nil)
+	if err != nil || resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("a third 4 MiB body without a token: %v, %v; want 503 (the share is full)", resp, err)
+	}
+	for i := range 3 {
+		a := e.post(t, "/v1/claim", tokClaim, fmt.Sprintf(`{"namespace":"echo","key":"with-token-%d","result_text":"r"}`, i))
+		if a.status != http.StatusOK {
+			t.Fatalf("a claim with a token while the share is full: %d %s; want 200", a.status, a.body)
+		}
+	}
+}
+
+// TestRefusedSignInsMakeRoom (found by an attacker): requests with a wrong
+// token waiting out the throttle's delay counted as busy, filled the
+// unauthenticated share, and every newcomer, a client with a token among
+// them, was refused. Now a connection waiting out that delay may be closed
+// to make room.
+func TestRefusedSignInsMakeRoom(t *testing.T) {
+	th := door.NewThrottle(nil)
+	for range 10 {
+		th.Failed("http", "127.0.0.1:1", "warming the throttle up to its longest delay")
+	}
+	cfg := authConfig()
+	cfg.Throttle = th
+	cs := door.NewConns(50, 5)
+	e := serveLimited(t, cfg, cs, 64<<20, 8<<20)
+	body := `{"namespace":"echo","key":"k"}`
+	for range 5 {
+		nc, err := net.Dial("tcp", strings.TrimPrefix(e.url, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		fmt.Fprintf(nc, "POST /v1/claim HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer wrong-token-0123456789\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	}
+	time.Sleep(200 * time.Millisecond) // all five waiting out their 5 s
+	a := e.post(t, "/v1/claim", tokClaim, `{"namespace":"echo","key":"newcomer","result_text":"r"}`)
+	if a.status != http.StatusOK {
+		t.Fatalf("a client with a token while five wrong tokens wait: %d %s; want 200", a.status, a.body)
 	}
 }

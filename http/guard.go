@@ -47,47 +47,102 @@ func LimitBodies(h http.Handler, maxBodies, maxBody int64) (http.Handler, error)
 // that what every door holds together stays within it. It needs
 // b.Total() >= maxBody > 0.
 func LimitBodiesIn(h http.Handler, b *door.Budget, maxBody int64) (http.Handler, error) {
-	if maxBody <= 0 || b == nil || b.Total() < maxBody {
+	return LimitBodiesWith(h, BodyLimits{Budget: b, MaxBody: maxBody})
+}
+
+// BodyLimits are the bounds of LimitBodiesWith.
+type BodyLimits struct {
+	// Budget is the budget of bodies in flight (shared with the server's
+	// other doors); MaxBody the largest body any route accepts.
+	Budget  *door.Budget
+	MaxBody int64
+	// Unauthenticated, when set, is the part of Budget that requests not
+	// Authorized may hold together (a body reserves from both), and
+	// bounds each of their bodies too: requests without a valid token
+	// (Privacy Pass and e-cash clients, the page's login, wrong tokens)
+	// can then never take the budget from those with one.
+	Unauthenticated *door.Budget
+	// Authorized tells a request that may draw on the whole budget
+	// ([Server.Authorized]); nil: every request.
+	Authorized func(*http.Request) bool
+}
+
+// LimitBodiesWith is LimitBodies with the budget, and the share of it that
+// requests without a valid token may hold, of l.
+func LimitBodiesWith(h http.Handler, l BodyLimits) (http.Handler, error) {
+	b := l.Budget
+	if l.MaxBody <= 0 || b == nil || b.Total() < l.MaxBody {
 		total := int64(0)
 		if b != nil {
 			total = b.Total()
 		}
-		return nil, fmt.Errorf("http: body budget of %d bytes: need at least the largest body, %d", total, maxBody)
+		return nil, fmt.Errorf("http: body budget of %d bytes: need at least the largest body, %d", total, l.MaxBody)
 	}
-	return &bodyBudget{next: h, sem: b, total: b.Total(), maxBody: maxBody}, nil
+	if l.Unauthenticated != nil && (l.Authorized == nil || l.Unauthenticated.Total() > b.Total()) {
+		return nil, fmt.Errorf("http: a share for unauthenticated bodies needs Authorized, and at most the budget's %d bytes", b.Total())
+	}
+	return &bodyBudget{next: h, sem: b, total: b.Total(), maxBody: l.MaxBody, unauth: l.Unauthenticated, authorized: l.Authorized}, nil
 }
 
 type bodyBudget struct {
 	next           http.Handler
 	sem            *door.Budget
 	total, maxBody int64
+	unauth         *door.Budget
+	authorized     func(*http.Request) bool
 }
 
 func (b *bodyBudget) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	n := r.ContentLength
-	switch {
-	case n == 0 || r.Body == nil || r.Body == http.NoBody:
+	if n == 0 || r.Body == nil || r.Body == http.NoBody {
 		b.next.ServeHTTP(w, r)
 		return
-	case n > b.maxBody:
+	}
+	var share *door.Budget
+	max := b.maxBody
+	if b.unauth != nil && !b.authorized(r) {
+		share = b.unauth
+		max = min(max, share.Total())
+	}
+	switch {
+	case n > max:
 		w.Header()["Connection"] = hdrClose
-		writeProblem(w, spent.ETooLarge, StatusOf(spent.ETooLarge), "body of "+strconv.FormatInt(n, 10)+" bytes: at most "+strconv.FormatInt(b.maxBody, 10))
+		detail := "body of " + strconv.FormatInt(n, 10) + " bytes: at most " + strconv.FormatInt(max, 10)
+		if max < b.maxBody {
+			detail += " without a valid bearer token"
+		}
+		writeProblem(w, spent.ETooLarge, StatusOf(spent.ETooLarge), detail)
 		return
 	case n < 0:
-		n = b.maxBody
-		r.Body = http.MaxBytesReader(w, r.Body, b.maxBody)
+		n = max
+		r.Body = http.MaxBytesReader(w, r.Body, max)
 	}
-	if !b.sem.TryAcquire(n) {
-		// The body stays unread: close the connection after the
-		// answer rather than read it.
-		w.Header()["Connection"] = hdrClose
-		w.Header()["Retry-After"] = hdrOne
-		writeProblem(w, spent.EUnavailable, http.StatusServiceUnavailable,
-			"server busy: request bodies in flight fill the budget of "+strconv.FormatInt(b.total, 10)+" bytes; retry")
+	if share != nil && !share.TryAcquire(n) {
+		b.busy(w, "request bodies without a valid bearer token fill their share of the budget, "+strconv.FormatInt(share.Total(), 10)+" bytes")
 		return
 	}
-	defer b.sem.Release(n)
+	if !b.sem.TryAcquire(n) {
+		if share != nil {
+			share.Release(n)
+		}
+		b.busy(w, "request bodies in flight fill the budget of "+strconv.FormatInt(b.total, 10)+" bytes")
+		return
+	}
+	defer func() {
+		b.sem.Release(n)
+		if share != nil {
+			share.Release(n)
+		}
+	}()
 	b.next.ServeHTTP(w, r)
+}
+
+// busy answers 503 for a body the budget cannot hold. The body stays
+// unread: the connection is closed after the answer rather than read it.
+func (b *bodyBudget) busy(w http.ResponseWriter, why string) {
+	w.Header()["Connection"] = hdrClose
+	w.Header()["Retry-After"] = hdrOne
+	writeProblem(w, spent.EUnavailable, http.StatusServiceUnavailable, "server busy: "+why+"; retry")
 }
 
 // Shared header values of the guards.

@@ -111,7 +111,7 @@ type Server struct {
 
 	throttle        *door.Throttle
 	maxAuthFailures int
-	sleep           func(context.Context, time.Duration)
+	sleep           func(context.Context, time.Duration, <-chan struct{})
 
 	health    *stateLog // the store, as requests find it
 	readiness *stateLog // the readiness probe

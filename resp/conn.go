@@ -557,7 +557,14 @@ func (c *conn) login(tok []byte) bool {
 		delay := c.s.throttle.Failed("resp", c.nc.RemoteAddr().String(), "unknown token")
 		n := c.entry.Failed()
 		if !c.stopping.Load() {
-			time.Sleep(delay)
+			// The wait ends early when the connection is closed to make
+			// room, so that refused sign-ins hold nothing past it.
+			t := time.NewTimer(delay)
+			select {
+			case <-t.C:
+			case <-c.entry.Closed():
+			}
+			t.Stop()
 		}
 		if n >= c.s.lim.MaxAuthFailures {
 			c.closeAfter = true

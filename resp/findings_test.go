@@ -588,3 +588,39 @@ func TestRollbackWindowIsTheLease(t *testing.T) {
 		}
 	}
 }
+
+// TestRefusedSignInsHoldNothing (found by an attacker): a connection closed
+// to make room while it waited out the delay of a refused AUTH kept its
+// goroutine and buffers for the rest of the delay, so a spray of wrong
+// AUTHs on new connections grew the server by the connection rate times
+// the delay (30,000 goroutines, 826 MB). Now the wait ends with the
+// connection: what refused sign-ins hold is bounded by the
+// unauthenticated share.
+func TestRefusedSignInsHoldNothing(t *testing.T) {
+	th := door.NewThrottle(nil)
+	for range 10 {
+		th.Failed("resp", "127.0.0.1:1", "warming the throttle up to its longest delay")
+	}
+	f := start(t, true, func(rc *resp.Config) {
+		rc.MaxClients = 1000
+		rc.Limits.MaxUnauthenticated = 20
+		rc.Throttle = th
+	})
+	base := runtime.NumGoroutine()
+	for range 300 {
+		nc, err := net.Dial("tcp", f.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		nc.Write([]byte("AUTH wrong-token-0123456789\r\n"))
+	}
+	// Each waits 5 s; those closed to make room must not.
+	var n int
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if n = runtime.NumGoroutine() - base; n <= 60 {
+			return
+		}
+	}
+	t.Fatalf("300 connections that each sent a wrong AUTH, max_unauthenticated 20: %d more goroutines 3 s later (the delay is 5 s); want at most 60", n)
+}

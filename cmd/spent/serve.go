@@ -45,6 +45,9 @@ type doors struct {
 	budget   *door.Budget
 	throttle *door.Throttle
 	http     *door.Conns
+	// unauth is the share of budget that HTTP bodies without a valid
+	// token may hold (door.UnauthenticatedShare).
+	unauth *door.Budget
 }
 
 // newDoors builds the doors of cfg.
@@ -55,7 +58,11 @@ func newDoors(cfg serveConfig, log *slog.Logger) (doors, error) {
 	if err != nil {
 		return doors{}, err
 	}
-	return doors{limits: lim, budget: b, throttle: door.NewThrottle(log),
+	u, err := door.NewBudget(min(door.UnauthenticatedShare(lim.MaxInFlight), lim.MaxInFlight))
+	if err != nil {
+		return doors{}, err
+	}
+	return doors{limits: lim, budget: b, unauth: u, throttle: door.NewThrottle(log),
 		http: door.NewConns(lim.MaxClients, lim.MaxUnauthenticated)}, nil
 }
 
@@ -472,7 +479,8 @@ func (m *Main) handler(ctx context.Context, cfg serveConfig, n *node.Node, dr do
 	// Every route shares one budget of bodies in flight; without tokens,
 	// only requests addressed to a loopback name are served (see
 	// sphttp.LoopbackOnly).
-	if handler, err = sphttp.LimitBodiesIn(handler, dr.budget, cfg.maxBody()); err != nil {
+	if handler, err = sphttp.LimitBodiesWith(handler, sphttp.BodyLimits{Budget: dr.budget, MaxBody: cfg.maxBody(),
+		Unauthenticated: dr.unauth, Authorized: api.Authorized}); err != nil {
 		return nil, nil, ts, err
 	}
 	if len(cfg.Tokens) == 0 {
