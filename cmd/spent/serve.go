@@ -238,6 +238,9 @@ func (m *Main) serve(ctx context.Context, cfg serveConfig, newFence bool) error 
 	if err := m.openAudit(&cfg, log); err != nil {
 		return err
 	}
+	if err := fitOpenFiles(&cfg, openFileLimit(), log); err != nil {
+		return err
+	}
 	dr, err := newDoors(cfg, log)
 	if err != nil {
 		return &usageError{err}
