@@ -157,6 +157,14 @@ func NewLedger(ctx context.Context, store Store, cfg Config) (*Ledger, error) {
 // Store returns the ledger's store.
 func (l *Ledger) Store() Store { return l.store }
 
+// MaxResult returns the largest result the ledger stores ([Config].MaxResult),
+// and so the largest a read or a replay returns.
+func (l *Ledger) MaxResult() int { return l.cfg.MaxResult }
+
+// MaxBatchResult returns the most result bytes the answer to one
+// ClaimBatch carries ([Config].MaxBatchResult).
+func (l *Ledger) MaxBatchResult() int { return l.cfg.MaxBatchResult }
+
 // Policy returns the policy of a namespace and whether it exists.
 func (l *Ledger) Policy(namespace string) (Policy, bool) {
 	p, ok := l.cfg.Namespaces[namespace]

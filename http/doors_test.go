@@ -317,3 +317,50 @@ func TestRefusedSignInsMakeRoom(t *testing.T) {
 		t.Fatalf("a client with a token while five wrong tokens wait: %d %s; want 200", a.status, a.body)
 	}
 }
+
+// TestAnswersShareTheBudget (found by an attacker): a batch of 16 repeats
+// of a key holding 1 MiB answers about 22 MB, and 30 connections that sent
+// four each without reading took 2.2 GB: max_batch_result bounds one
+// answer, nothing bounded the sum. Now the stored results in answers not
+// yet written hold room of the server's budget: a read or a single replay
+// that does not fit is answered 503 (nothing decided), a batch's replays
+// come without their results, and fresh claims are never held up.
+func TestAnswersShareTheBudget(t *testing.T) {
+	budget, _ := door.NewBudget(8 << 20)
+	cfg := sphttp.DefaultConfig()
+	cfg.Answers = budget
+	e := MustServe(t, cfg)
+	big := strings.Repeat("v", 1<<20)
+	if a := e.post(t, "/v1/claim", "", `{"namespace":"echo","key":"big","result_text":"`+big+`"}`); a.status != http.StatusOK {
+		t.Fatalf("claim of the big key: %d %.200s", a.status, a.body)
+	}
+	// Room for one encoded result: a batch of 16 repeats is answered, the
+	// replays without their results.
+	var batch strings.Builder
+	batch.WriteString(`{"claims":[`)
+	for i := range 16 {
+		if i > 0 {
+			batch.WriteByte(',')
+		}
+		batch.WriteString(`{"namespace":"echo","key":"big"}`)
+	}
+	batch.WriteString(`]}`)
+	a := e.post(t, "/v1/claims", "", batch.String())
+	if a.status != http.StatusOK || len(a.body) > 64<<10 || strings.Count(string(a.body), `"result_omitted":true`) != 16 {
+		t.Fatalf("16 repeats of a 1 MiB result under an 8 MiB budget: %d, %d bytes; want 200, each replay with result_omitted", a.status, len(a.body))
+	}
+	// The budget taken (answers stalled elsewhere): reads and replays of
+	// the big key are refused, fresh claims still answered.
+	if !budget.TryAcquire(8 << 20) {
+		t.Fatal("the budget was not free")
+	}
+	defer budget.Release(8 << 20)
+	wantProblem(t, e.post(t, "/v1/get", "", `{"namespace":"echo","key":"big"}`), http.StatusServiceUnavailable, spent.EUnavailable)
+	wantProblem(t, e.post(t, "/v1/claim", "", `{"namespace":"echo","key":"big"}`), http.StatusServiceUnavailable, spent.EUnavailable)
+	if a := e.post(t, "/v1/claim", "", `{"namespace":"echo","key":"small","result_text":"r"}`); a.status != http.StatusOK {
+		t.Fatalf("a fresh claim while the answers' budget is full: %d %s; want 200", a.status, a.body)
+	}
+	if a := e.post(t, "/v1/claim", "", `{"namespace":"echo","key":"small"}`); a.status != http.StatusOK || !strings.Contains(string(a.body), `"replayed"`) {
+		t.Fatalf("a replay of a small result while the budget is full: %d %s; want 200 replayed", a.status, a.body)
+	}
+}

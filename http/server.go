@@ -67,6 +67,15 @@ type Config struct {
 	// connection may send before its answer closes it (its connection must
 	// be admitted by door.Conns.Serve); zero means door's default.
 	MaxAuthFailures int
+	// Answers, when set, is the budget the stored results in answers not
+	// yet written hold together, shared with the server's other doors (the
+	// bodies', the RESP replies'): a client that does not read keeps its
+	// answer in memory until the write times out. A result that does not
+	// fit is not sent: a read, or a single claim's replay, is answered 503
+	// unavailable (nothing decided that its retry could contradict), and a
+	// batch's replays come with result_omitted. Nil: no bound beyond each
+	// answer's own.
+	Answers *door.Budget
 }
 
 // DefaultMaxWait is the default bound on a claim's wait: 30 seconds.
@@ -110,6 +119,7 @@ type Server struct {
 	pool    sync.Pool         // *exchange
 
 	throttle        *door.Throttle
+	answers         *door.Budget
 	maxAuthFailures int
 	sleep           func(context.Context, time.Duration, <-chan struct{})
 
@@ -123,7 +133,36 @@ type exchange struct {
 	out    []byte
 	d      strictjson.Decoder
 	claims []spent.Claim
+	held   int64 // reserved of the answers' budget until the answer is written
 }
+
+// freeAnswer is the most result bytes an answer carries without reserving
+// room for them (see room).
+const freeAnswer = 16 << 10
+
+// room reserves, of the answers' budget, room for the stored results of
+// x's answer (n bytes, as they are encoded) until it is written, and
+// reports whether there was room. Results of at most freeAnswer bytes need
+// none, and so does a server without the budget.
+func (s *Server) room(x *exchange, n int) bool {
+	if s.answers == nil || n <= freeAnswer {
+		return true
+	}
+	if !s.answers.TryAcquire(int64(n)) {
+		return false
+	}
+	x.held += int64(n)
+	return true
+}
+
+// errNoRoom is the answer to a read or a replay whose result the answers'
+// budget cannot hold.
+func (s *Server) errNoRoom() error {
+	return spent.Errorf(spent.EUnavailable, "server busy: the answers in flight fill the budget of %d bytes (max_bodies); the stored result was not sent, and nothing was decided that a retry could contradict; retry", s.answers.Total())
+}
+
+// encodedResult is the size of a result in an answer, base64.
+func encodedResult(n int) int { return (n + 2) / 3 * 4 }
 
 // maxPooled is the largest buffer kept for reuse; bigger ones are dropped so
 // that one huge batch does not pin its memory forever.
@@ -181,6 +220,7 @@ func NewServer(l *spent.Ledger, cfg Config) (*Server, error) {
 	if s.maxWait == 0 {
 		s.maxWait = DefaultMaxWait
 	}
+	s.answers = cfg.Answers
 	s.throttle = cfg.Throttle
 	if s.throttle == nil {
 		s.throttle = door.NewThrottle(log)
@@ -323,6 +363,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) release(x *exchange) {
+	if x.held > 0 {
+		s.answers.Release(x.held)
+		x.held = 0
+	}
 	if cap(x.in) > maxPooled || cap(x.out) > maxPooled || cap(x.claims) > maxPooled/64 {
 		return
 	}
@@ -480,6 +524,10 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request, x *exchange, g *g
 	if err != nil {
 		return s.fail(w, x, routeClaim, err)
 	}
+	if res.Outcome == spent.Replayed && !s.room(x, encodedResult(len(res.Record.Result))) {
+		// A replay: its retry is a replay too.
+		return s.busy(w, x)
+	}
 	s.m.outcome(&res)
 	switch res.Outcome {
 	case spent.Replayed:
@@ -520,6 +568,21 @@ func (s *Server) claims(w http.ResponseWriter, r *http.Request, x *exchange, g *
 	}
 	s.m.batchSize.Observe(float64(len(x.claims)))
 	s.m.outcomes(res)
+	total := 0
+	for i := range res {
+		if res[i].Outcome == spent.Replayed {
+			total += encodedResult(len(res[i].Record.Result))
+		}
+	}
+	if !s.room(x, total) {
+		// The claims are decided: their answers go, the replays without
+		// their results, for the client to read with /v1/get.
+		for i := range res {
+			if res[i].Outcome == spent.Replayed && res[i].Record.Result != nil {
+				res[i].Record.Result, res[i].ResultOmitted = nil, true
+			}
+		}
+	}
 	b := append(x.out[:0], `{"results":[`...)
 	for i := range res {
 		if i > 0 {
@@ -583,6 +646,9 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request, x *exchange, g *gra
 	s.answered(err)
 	if err != nil {
 		return s.fail(w, x, routeGet, err)
+	}
+	if !s.room(x, encodedResult(len(rec.Result))) {
+		return s.busy(w, x)
 	}
 	x.out = appendRecord(x.out[:0], &rec)
 	return s.reply(w, append(x.out, '\n'))
@@ -659,6 +725,15 @@ func (s *Server) fail(w http.ResponseWriter, x *exchange, rt route, err error) i
 		}
 	}
 	return s.problem(w, x, code, StatusOf(code), detail)
+}
+
+// busy answers 503 for a result the answers' budget cannot hold, without
+// counting it as a store failure.
+func (s *Server) busy(w http.ResponseWriter, x *exchange) int {
+	w.Header()["Retry-After"] = hdrOne
+	var e *spent.Error
+	errors.As(s.errNoRoom(), &e)
+	return s.problem(w, x, spent.EUnavailable, http.StatusServiceUnavailable, e.Message)
 }
 
 func (s *Server) problem(w http.ResponseWriter, x *exchange, code string, status int, detail string) int {

@@ -59,6 +59,27 @@ func (c *conn) claims(run [][][]byte) {
 			at = append(at, i)
 		}
 	}
+	// Claims that answer with a stored value (SET … GET, SPENT.CLAIM)
+	// reserve room for the values of the run's replies, as a read does,
+	// before anything is decided: with none, the run is answered
+	// -UNAVAILABLE and nothing is claimed.
+	if n := c.valueRoom(items); n > 0 {
+		if !c.s.budget.TryAcquire(n) {
+			c.s.m.refused.WithLabelValues("busy").Inc()
+			for i := range items {
+				if items[i].reply == nil {
+					c.s.rollback.unreserve(items[i].cost)
+					items[i].cost = 0
+					items[i].err = spent.Errorf(spent.EUnavailable, "server busy: the requests and replies in flight fill the budget of %d bytes (max_bodies); nothing was claimed; retry", c.s.budget.Total())
+				}
+			}
+			for i := range items {
+				c.answerClaim(&items[i])
+			}
+			return
+		}
+		defer c.s.budget.Release(n)
+	}
 	ctx, cancel := c.ctx()
 	defer cancel()
 	switch len(batch) {
@@ -88,6 +109,20 @@ func (c *conn) claims(run [][][]byte) {
 		c.answerClaim(&items[i])
 		c.spill()
 	}
+}
+
+// valueRoom is what the values of a run's replies may take: max_bulk for
+// each claim that answers with a stored value, at most the ledger's budget
+// of results in a batch and one more value (read on its own, past it).
+func (c *conn) valueRoom(items []pendingClaim) int64 {
+	k := int64(0)
+	for i := range items {
+		if it := &items[i]; it.reply == nil && (it.get || it.kind == kindNative) {
+			k++
+		}
+	}
+	bulk := int64(c.s.cfg.MaxBulk)
+	return min(k*bulk, int64(c.s.ledger.MaxBatchResult())+bulk)
 }
 
 // maxReused is the most claims whose buffers a connection keeps for its

@@ -46,8 +46,14 @@ type conn struct {
 	writeDL      time.Time
 
 	// held is what the batch's arguments reserved of the server's budget of
-	// bytes in flight, and batchBytes what they take in all.
-	held, batchBytes int64
+	// bytes in flight, and batchBytes what they take in all; replyHeld what
+	// the values in the replies not written yet reserved of it.
+	held, batchBytes, replyHeld int64
+
+	// fitAfter and fitting are the reply's length before a reserved read
+	// and what the read reserved (see fitReply).
+	fitAfter int
+	fitting  int64
 
 	broken     bool // a write failed: replies are dropped, commands still decided
 	closeAfter bool // too many refused sign-ins: close once the replies are written
@@ -144,7 +150,44 @@ func (c *conn) flush() error {
 	} else {
 		c.w.b = c.w.b[:0]
 	}
+	c.s.budget.Release(c.replyHeld)
+	c.replyHeld = 0
 	return err
+}
+
+// readReserved reserves, of the server's budget of bytes in flight, room
+// for the value a read may return (max_bulk) before it reads it, and writes
+// -UNAVAILABLE when there is none: the values in the replies of every
+// connection, which a client that does not read keeps in memory until
+// write_timeout, then hold at most the budget together. Once the reply is
+// built, the reservation shrinks to the bytes it added (see fitReply);
+// flush gives it back.
+func (c *conn) readReserved() bool {
+	n := int64(c.s.cfg.MaxBulk)
+	if !c.s.budget.TryAcquire(n) {
+		c.s.m.refused.WithLabelValues("busy").Inc()
+		c.w.fail("UNAVAILABLE", fmt.Sprintf("server busy: the requests and replies in flight fill the budget of %d bytes (max_bodies); nothing was read; retry", c.s.budget.Total()))
+		return false
+	}
+	c.replyHeld += n
+	c.fitAfter = len(c.w.b)
+	c.fitting = n
+	return true
+}
+
+// fitReply shrinks the reservation of the read just answered to the bytes
+// its reply took.
+func (c *conn) fitReply() {
+	if c.fitting == 0 {
+		return
+	}
+	used := min(int64(len(c.w.b)-c.fitAfter), c.fitting)
+	if used < 0 {
+		used = 0
+	}
+	c.s.budget.Release(c.fitting - used)
+	c.replyHeld -= c.fitting - used
+	c.fitting = 0
 }
 
 // maxKeptReply is the largest reply buffer a connection keeps for its next
@@ -348,6 +391,7 @@ func (c *conn) exec() bool {
 		if c.one(name, c.batch[i]) {
 			return true
 		}
+		c.fitReply()
 		c.spill()
 		i++
 	}
@@ -443,7 +487,9 @@ func (c *conn) one(name string, args [][]byte) (quit bool) {
 		}
 		c.w.simple("RESET")
 	case "GET":
-		c.get(args)
+		if c.readReserved() {
+			c.get(args)
+		}
 	case "EXISTS":
 		c.exists(args)
 	case "TTL", "PTTL":
@@ -451,7 +497,9 @@ func (c *conn) one(name string, args [][]byte) (quit bool) {
 	case "DEL", "UNLINK":
 		c.del(args)
 	case "SPENT.GET":
-		c.nativeGet(args)
+		if c.readReserved() {
+			c.nativeGet(args)
+		}
 	case "SPENT.COMPLETE", "SPENT.RELEASE":
 		c.end(args, name == "SPENT.RELEASE")
 	default:

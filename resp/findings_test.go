@@ -624,3 +624,52 @@ func TestRefusedSignInsHoldNothing(t *testing.T) {
 	}
 	t.Fatalf("300 connections that each sent a wrong AUTH, max_unauthenticated 20: %d more goroutines 3 s later (the delay is 5 s); want at most 60", n)
 }
+
+// TestRepliesShareTheBudget (found by an attacker): every signed-in
+// connection pipelining reads of a 1 MiB value without reading the replies
+// held about 2 MiB, and nothing bounded the sum: 1,000 connections took
+// 2 GB. Now the values in replies not yet written reserve room of the
+// server's budget of bytes in flight before they are read; past it a read
+// is answered -UNAVAILABLE without reading anything.
+func TestRepliesShareTheBudget(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	budget, err := door.NewBudget(8 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := start(t, false, func(rc *resp.Config) { rc.Budget, rc.Registerer = budget, reg })
+	ctx := context.Background()
+	value := bytes.Repeat([]byte("v"), 1<<20)
+	if err := f.client(t, nil).SetNX(ctx, "e:big", value, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	base := heapInUse()
+	stop := make(chan struct{})
+	peak := heapPeak(stop)
+	var cmds bytes.Buffer
+	for j := range 64 {
+		if j%2 == 0 {
+			cmds.WriteString("*2\r\n$3\r\nGET\r\n$5\r\ne:big\r\n")
+		} else {
+			cmds.WriteString("*5\r\n$3\r\nSET\r\n$5\r\ne:big\r\n$1\r\nx\r\n$2\r\nNX\r\n$3\r\nGET\r\n")
+		}
+	}
+	for range 100 {
+		nc, _ := rawConn(t, f.addr)
+		if tc, ok := nc.(*net.TCPConn); ok {
+			tc.SetReadBuffer(4096)
+		}
+		nc.Write(cmds.Bytes())
+	}
+	time.Sleep(2 * time.Second)
+	close(stop)
+	grew := int64(<-peak) - int64(base)
+	t.Logf("heap in use grew by %d MiB at its peak", grew>>20)
+	if grew > 64<<20 {
+		t.Fatalf("100 connections pipelining reads of a 1 MiB value, unread, under a budget of 8 MiB: heap grew by %d MiB; want at most 64", grew>>20)
+	}
+	text := metricstest.Gathered(t, reg)
+	if !strings.Contains(text, `spent_resp_refused_total{reason="busy"}`) {
+		t.Fatalf("no read was refused for the budget:\n%s", text)
+	}
+}

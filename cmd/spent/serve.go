@@ -443,6 +443,7 @@ func (m *Main) handler(ctx context.Context, cfg serveConfig, n *node.Node, dr do
 	hc.Ready = n.Ready
 	hc.MaxWait = cfg.MaxWait
 	hc.Throttle, hc.MaxAuthFailures = dr.throttle, dr.limits.MaxAuthFailures
+	hc.Answers = dr.budget
 	api, err := sphttp.NewServer(n.Ledger(), hc)
 	if err != nil {
 		return nil, nil, ts, fmt.Errorf("http server: %w", err)
