@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spentledger/spent"
@@ -160,7 +161,7 @@ func (c *conn) parseClaim(it *pendingClaim, args [][]byte, now time.Time) {
 			c.arity(name)
 			return
 		}
-		nx := false
+		nx, keepTTL := false, false
 		var exp spent.Expiry
 		for i := 3; i < len(args); i++ {
 			opt := upper(args[i])
@@ -170,16 +171,21 @@ func (c *conn) parseClaim(it *pendingClaim, args [][]byte, now time.Time) {
 			case "GET":
 				it.get = true
 			case "KEEPTTL":
+				if !exp.IsZero() {
+					c.w.fail("ERR", "syntax error")
+					return
+				}
+				keepTTL = true
 			case "XX":
 				c.w.fail("ERR", "spent refuses SET … XX: a record is never overwritten; claim with SET key value NX")
 				return
 			case "EX", "PX", "EXAT", "PXAT":
-				if !exp.IsZero() || i+1 == len(args) {
+				if !exp.IsZero() || keepTTL || i+1 == len(args) {
 					c.w.fail("ERR", "syntax error")
 					return
 				}
 				i++
-				n, err := strconv.ParseInt(string(args[i]), 10, 64)
+				n, err := redisInt(args[i])
 				if err != nil {
 					c.w.fail("ERR", "value is not an integer or out of range")
 					return
@@ -215,6 +221,17 @@ func (c *conn) parseClaim(it *pendingClaim, args [][]byte, now time.Time) {
 		it.kind = kindNative
 		c.nativeClaim(it, args)
 	}
+}
+
+// redisInt parses an integer as Redis does: an optional minus, then
+// digits without a leading zero (except 0 itself), in 64 bits.
+func redisInt(b []byte) (int64, error) {
+	s := string(b)
+	d := strings.TrimPrefix(s, "-")
+	if d == "" || (d[0] == '0' && len(d) > 1) || d[0] < '0' || d[0] > '9' {
+		return 0, strconv.ErrSyntax
+	}
+	return strconv.ParseInt(s, 10, 64)
 }
 
 // redisClaim fills in the claim of a SET … NX or SETNX: the key's prefix
@@ -308,7 +325,7 @@ func (c *conn) nativeClaim(it *pendingClaim, args [][]byte) {
 		case "EXPIRESIN":
 			e, err := spent.ParseExpiresIn(string(v))
 			if err == nil && !it.claim.Expiry.IsZero() {
-				err = spent.Errorf(spent.EInvalid, "EXPIRESIN with EXPIRESAT: give one")
+				err = spent.Errorf(spent.EInvalid, "EXPIRESIN given twice, or with EXPIRESAT: give one")
 			}
 			if err != nil {
 				c.w.errorReply(err)

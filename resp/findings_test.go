@@ -78,9 +78,18 @@ func TestSetExpiryOverflow(t *testing.T) {
 			t.Fatalf("%v: a second SET NX: %v, %v; want nil (the key is spent)", args, ok, err)
 		}
 	}
-	// Not integers, and zero or negative, are refused as Redis refuses them.
-	for _, opt := range [][]string{{"EX", "18446744073709551616"}, {"EX", "0"}, {"PX", "-1"}, {"EX", "1.5"}} {
-		errPrefix(t, fmt.Sprint(opt), c.Do(ctx, "SET", "e:bad", "v", "NX", opt[0], opt[1]).Err(), "ERR")
+	// Not integers as Redis reads them (a sign, a leading zero), zero or
+	// negative, and an expiry beside KEEPTTL are refused as Redis refuses
+	// them.
+	for _, opt := range [][]string{{"EX", "18446744073709551616"}, {"EX", "0"}, {"PX", "-1"}, {"EX", "1.5"}, {"EX", "+10"}, {"EX", "0010"}, {"PX", "-0"}, {"EX", ""}, {"EX", "10", "KEEPTTL"}, {"KEEPTTL", "PX", "10"}} {
+		args := []any{"SET", "e:bad", "v", "NX"}
+		for _, o := range opt {
+			args = append(args, o)
+		}
+		errPrefix(t, fmt.Sprint(opt), c.Do(ctx, args...).Err(), "ERR")
+	}
+	if _, err := f.ledger.Get(ctx, "echo", "bad"); spent.ErrorCode(err) != spent.ENotFound {
+		t.Fatalf("a refused SET claimed its key: %v", err)
 	}
 }
 
@@ -496,7 +505,7 @@ func TestPlaceControlCharacters(t *testing.T) {
 	f := start(t, false, nil)
 	c := f.client(t, nil)
 	ctx := context.Background()
-	for _, place := range []string{"gate\n1:forged row", "\x1b[2J", "a\x00b", "rtl\u202eoverride", "\xff"} {
+	for _, place := range []string{"gate\n1:forged row", "\x1b[2J", "a\x00b", "rtl\u202eoverride", "zero\u200bwidth", "mark\u200fx", "line\u2028sep", "para\u2029sep", "bom\ufeff", "\xff"} {
 		errPrefix(t, fmt.Sprintf("PLACE %q", place), c.Do(ctx, "SPENT.CLAIM", "echo", "placed", "PLACE", place).Err(), "INVALID")
 	}
 	if _, err := f.ledger.Get(ctx, "echo", "placed"); spent.ErrorCode(err) != spent.ENotFound {

@@ -84,9 +84,10 @@ const maxCompleting = 256
 const completingBytes = 4 << 20
 
 // dueOverhead is what a waiting value costs beside its bytes (the entry, its
-// key and namespace, the heap slot), counted against the budget so that
-// many small values are bounded too.
-const dueOverhead = 160
+// key and namespace, the heap slot, the index's entry: about 257 bytes
+// measured, counted with room to spare), counted against the budget so
+// that many small values are bounded too.
+const dueOverhead = 320
 
 func newCompleter(l *spent.Ledger, log *slog.Logger, m *metrics, maxBytes int64) *completer {
 	return &completer{l: l, log: log, m: m, maxBytes: maxBytes, inflight: semaphore.NewWeighted(completingBytes),
