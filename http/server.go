@@ -145,7 +145,16 @@ const freeAnswer = 16 << 10
 // reports whether there was room. Results of at most freeAnswer bytes need
 // none, and so does a server without the budget.
 func (s *Server) room(x *exchange, n int) bool {
-	if s.answers == nil || n <= freeAnswer {
+	if n <= freeAnswer {
+		return true
+	}
+	return s.reserve(x, n)
+}
+
+// reserve is room without the free allowance: it reserves n bytes of the
+// answers' budget for x's answer, when the server has the budget.
+func (s *Server) reserve(x *exchange, n int) bool {
+	if s.answers == nil {
 		return true
 	}
 	if !s.answers.TryAcquire(int64(n)) {
@@ -575,10 +584,11 @@ func (s *Server) claims(w http.ResponseWriter, r *http.Request, x *exchange, g *
 		}
 	}
 	if !s.room(x, total) {
-		// The claims are decided: their answers go, the replays without
-		// their results, for the client to read with /v1/get.
+		// The claims are decided: their answers go, the replays whose
+		// results the budget cannot hold without them, for the client to
+		// read with /v1/get. Results are taken in order while they fit.
 		for i := range res {
-			if res[i].Outcome == spent.Replayed && res[i].Record.Result != nil {
+			if res[i].Outcome == spent.Replayed && res[i].Record.Result != nil && !s.reserve(x, encodedResult(len(res[i].Record.Result))) {
 				res[i].Record.Result, res[i].ResultOmitted = nil, true
 			}
 		}
