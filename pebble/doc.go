@@ -127,17 +127,23 @@
 //     a store that goes back in time re-validates spent keys).
 //   - Filter memory: 2 bytes a lane, kept between 55% and 85% full, so 2.4
 //     to 3.6 bytes per stored record (100 million records: about 360 MB at
-//     most), plus, while a larger one is built, both. Records that expired
+//     most), plus, while a larger one is built, both, and 11 to 21 bytes
+//     for each key the full one takes past 95% (its stash) until the
+//     larger one replaces it. Records that expired
 //     but have not been swept still count; the filter does not shrink after
 //     a mass sweep. Set [Options.ExpectedRecords] to make it once, up front.
 //   - Start-up cost: Open reads the saved filter (about 3.6 bytes a record)
 //     and the journal since the last save (at most an eighth of the records,
-//     or a million), and checks a sample of 4,096 stored keys against it.
+//     or a million, while saves succeed), and checks a sample of 4,096
+//     stored keys against it; the log reports the progress of a long load.
 //     When there is no file it can trust (none; damaged; of another
 //     file version, as the first start after an upgrade that changes the
 //     version finds it; not the store's own latest save; older than the
 //     journal; missing a sampled key; or any file, when the store is opened
-//     with its damage accepted), Open returns at once and the
+//     with its damage accepted), or the file is too small for the journal
+//     since (its keys and the journal's would fill it past 95%: a filter
+//     saved while the store was small, then more claims than it holds and
+//     a crash before the next save), Open returns at once and the
 //     filter is rebuilt from the record keys in the background, 0.5 to 0.8
 //     µs per record on a 2-core machine; until then every claim reads
 //     pebble, slower but never wrong ([Stats].FilterBuilding, and the log

@@ -2,6 +2,8 @@ package pebble
 
 import (
 	"context"
+	"time"
+
 	pdb "github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/spentledger/spent"
@@ -148,4 +150,32 @@ func (s *Store) CompactedSize() (uint64, error) {
 		return 0, err
 	}
 	return uint64(s.db.Metrics().Total().TablesSize), nil
+}
+
+// Kicks returns the number of displacements the filter's inserts made.
+func (f *filter) Kicks() int { return f.kicks }
+
+// StashProbes returns how many slots a lookup of a stashed fingerprint
+// reads, on average over the stash (1 when each is in its home slot).
+func (f *filter) StashProbes() float64 {
+	t := &f.stash
+	if t.n == 0 {
+		return 0
+	}
+	total := 0
+	for i, x := range t.slots {
+		if x != 0 {
+			total += (i-t.home(x))&t.mask() + 1
+		}
+	}
+	return float64(total) / float64(t.n)
+}
+
+// SetProgressEvery sets how often a long load or build of the filter logs
+// its progress (5 s unless set), and returns the previous setting. Not
+// safe while a store is open.
+func SetProgressEvery(d time.Duration) time.Duration {
+	old := progressEvery
+	progressEvery = d
+	return old
 }

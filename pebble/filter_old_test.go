@@ -46,8 +46,8 @@ func slotsFor(n int) int {
 	return size
 }
 
-// shard returns the table that holds x: its low bits choose it, the top
-// bits its home slot there.
+// shard returns the table that holds x: its low bits choose it, its hash
+// its home slot there.
 func (f *oldFilter) shard(x uint64) *table { return &f.shards[x&(oldShards-1)] }
 
 // contains reports whether x may be present: false means certainly absent.

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	pdb "github.com/cockroachdb/pebble/v2"
@@ -61,6 +62,46 @@ var (
 	filterSaveHook  func(chunk uint64)
 	filterBuildHook func(read int)
 )
+
+// progressEvery is how often a long load or build of the filter logs its
+// progress.
+var progressEvery = 5 * time.Second
+
+// progress logs a long task's progress, at most once every progressEvery,
+// so that a slow Open is never silent.
+type progress struct {
+	log         *slog.Logger
+	msg         string
+	doneKey     string
+	attrs       []any // logged with every line, after doneKey's
+	every       int64 // the clock is read once this much more is done
+	checkAt     int64
+	start, next time.Time
+}
+
+// progress returns the progress of a task that begins now, which logs msg
+// with doneKey and attrs.
+func (s *Store) progress(msg, doneKey string, every int64, attrs ...any) *progress {
+	now := time.Now()
+	return &progress{log: s.log, msg: msg, doneKey: doneKey, attrs: attrs, every: every,
+		start: now, next: now.Add(progressEvery)}
+}
+
+// tick reports that done is done: it logs a line if progressEvery has
+// passed since the last one (or the start).
+func (p *progress) tick(done int64) {
+	if done < p.checkAt {
+		return
+	}
+	p.checkAt = done + p.every
+	now := time.Now()
+	if now.Before(p.next) {
+		return
+	}
+	p.next = now.Add(progressEvery)
+	args := append([]any{p.doneKey, done}, p.attrs...)
+	p.log.Info(p.msg, append(args, "elapsed", now.Sub(p.start).Round(time.Second))...)
+}
 
 // buildRetry is how long a failed build waits before the next attempt.
 const buildRetry = 10 * time.Second
@@ -124,9 +165,17 @@ func (s *Store) initFilter(created bool) error {
 		return nil
 	}
 	path := s.fs.PathJoin(s.dir, filterFile)
+	var outgrown *outgrownError
 	if _, serr := s.fs.Stat(path); serr != nil {
 		s.log.Info("pebble: no saved existence filter: rebuilding it in the background from the record keys; "+
 			"until it is done every claim reads pebble", "file", path)
+	} else if errors.As(err, &outgrown) {
+		s.buildHint = outgrown.held + outgrown.journaled
+		s.log.Warn("pebble: the saved existence filter is too small for the keys journaled since it was saved "+
+			"(the store grew, then stopped without a save): rebuilding it in the background from the record keys, "+
+			"sized for them; until it is done every claim reads pebble. Nothing to do: the file is replaced by the next save",
+			"file", path, "reason", err, "expected_records", s.buildHint, "took", time.Since(t0).Round(time.Millisecond))
+		s.stats.filterRefused.Add(1)
 	} else {
 		s.log.Warn("pebble: the saved existence filter cannot be trusted: rebuilding it in the background from the "+
 			"record keys; until it is done every claim reads pebble. Nothing to do: the file is replaced by the next save",
@@ -157,7 +206,7 @@ func (s *Store) expectRecords() int {
 	if v, err := s.getUint64(keySizeHint); err == nil {
 		n = max(n, int(min(v, 1<<40)))
 	}
-	return n
+	return max(n, s.buildHint)
 }
 
 // startBuild starts a build from a snapshot of the database as it stands
@@ -202,7 +251,7 @@ func (s *Store) buildFilter(b *filterBuild) (*filter, error) {
 		return nil, err
 	}
 	defer it.Close()
-	next := time.Now().Add(5 * time.Second)
+	p := s.progress("pebble: rebuilding the existence filter", "keys_read", 4096, "expected", b.expect)
 	read := 0
 	for ok := it.First(); ok; ok = it.Next() {
 		k := it.Key()
@@ -222,11 +271,7 @@ func (s *Store) buildFilter(b *filterBuild) (*filter, error) {
 				return nil, errSaveStopped
 			default:
 			}
-			if now := time.Now(); now.After(next) {
-				next = now.Add(5 * time.Second)
-				s.log.Info("pebble: rebuilding the existence filter", "keys_read", read, "expected", b.expect,
-					"elapsed", now.Sub(b.start).Round(time.Second))
-			}
+			p.tick(int64(read))
 		}
 	}
 	return f, it.Error()
@@ -307,6 +352,7 @@ func (s *Store) filterEvent(ev filterEvent) {
 		}
 		s.flog = nil
 		s.filter = ev.f
+		s.buildHint = 0
 		s.stats.filterBuilds.Add(1)
 		s.log.Info("pebble: existence filter rebuilt", "keys", ev.f.len(), "bytes", ev.f.bytes(),
 			"took", time.Since(ev.build.start).Round(time.Millisecond))

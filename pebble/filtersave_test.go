@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/spentledger/spent"
 	"github.com/spentledger/spent/pebble"
 )
@@ -44,8 +45,13 @@ func filterChild(mode, dir string) {
 		}
 	}
 	var saves atomic.Int64
+	opts := pebble.WithFilterSaveEvery(pebble.DefaultOptions(), 3000)
 	switch mode {
 	case "save":
+		// A filter made for every key the child claims, so that the
+		// first save's file holds the journal since: a smaller one
+		// would be refused as outgrown (TestJournalOutgrowsSavedFilter).
+		opts.ExpectedRecords = 100000
 		pebble.SetFilterHooks(func(chunk uint64) {
 			if chunk == 0 && saves.Add(1) == 2 {
 				say("saving")
@@ -60,7 +66,7 @@ func filterChild(mode, dir string) {
 			}
 		})
 	}
-	s, err := pebble.Open(dir, pebble.WithFilterSaveEvery(pebble.DefaultOptions(), 3000))
+	s, err := pebble.Open(dir, opts)
 	if err != nil {
 		fmt.Fprintln(out, "open:", err)
 		out.Flush()
@@ -405,4 +411,89 @@ func TestAcceptedDamageRebuildsFilter(t *testing.T) {
 	waitBuilt(t, s)
 	assertRepeats(t, s, keys, "after the rebuild")
 	MustClose(t, s)
+}
+
+// crashAfterClaims creates a store on a crashable in-memory file system
+// with opts and closes it, which saves its filter as made for
+// opts.ExpectedRecords; then reopens it, claims n fresh keys, and returns
+// the file system as a kill -9 would leave it, before any save: the saved
+// filter of the empty store, and the journal of the n keys.
+func crashAfterClaims(t *testing.T, opts pebble.Options, n int) (vfs.FS, []spent.Hash) {
+	t.Helper()
+	fs := vfs.NewCrashableMem()
+	opts = pebble.WithFS(opts, fs)
+	MustClose(t, MustOpenWith(t, "db", opts))
+	s := MustOpenWith(t, "db", opts)
+	rng := rand.New(rand.NewPCG(uint64(n), 31))
+	var keys []spent.Hash
+	ops := make([]spent.ClaimOp, 0, 1000)
+	for i := range n {
+		ops = append(ops, completeOp(randHash(rng), uint64(i+1), t0, t0.Add(time.Hour)))
+		keys = append(keys, ops[len(ops)-1].Record.Hash)
+		if len(ops) == cap(ops) || i == n-1 {
+			if _, err := s.ClaimBatch(context.Background(), ops); err != nil {
+				t.Fatal(err)
+			}
+			ops = ops[:0]
+		}
+	}
+	if st := s.Stats(); st.FilterSaves != 0 {
+		t.Fatalf("%+v: the filter was saved while the keys were claimed", st)
+	}
+	crashed := fs.CrashClone(vfs.CrashCloneCfg{})
+	MustClose(t, s)
+	return crashed, keys
+}
+
+// TestJournalOutgrowsSavedFilter: a store saved its filter while it was
+// small, then claimed far more keys than that filter holds, and was killed
+// before its next save (the attack F8: a fresh store stopped cleanly, a
+// million claims, kill -9, and the restart spent 12 min 53 s inserting the
+// journal into the 64-bucket filter before it served). Open counts the
+// journal first, refuses the file as too small for it, returns at once,
+// and rebuilds in the background, sized for the records in one build.
+// When the journal fits, the file is loaded and the journal replayed, with
+// progress in the log.
+func TestJournalOutgrowsSavedFilter(t *testing.T) {
+	t.Run("Outgrown", func(t *testing.T) {
+		const n = 20000
+		fs, keys := crashAfterClaims(t, pebble.DefaultOptions(), n)
+		var log syncBuffer
+		s := MustOpenWith(t, "db", logTo(pebble.WithFS(pebble.DefaultOptions(), fs), &log))
+		if st := s.Stats(); st.FilterRefused != 1 {
+			t.Fatalf("Open after %d claims beyond a saved filter of 256 lanes: %+v, want the file refused", n, st)
+		}
+		if !strings.Contains(log.String(), "outgrew") {
+			t.Fatalf("the log does not say the journal outgrew the file:\n%s", log.String())
+		}
+		assertRepeats(t, s, keys, "with the outgrown filter refused")
+		waitBuilt(t, s)
+		assertRepeats(t, s, keys, "after the rebuild")
+		st := s.Stats()
+		if st.FilterBuilds != 1 || st.FilterEntries != n {
+			t.Fatalf("after the rebuild: %+v, want one build of %d keys", st, n)
+		}
+		if perKey := float64(st.FilterBytes) / float64(st.FilterEntries); perKey > 4 {
+			t.Fatalf("after the rebuild: %.2f bytes a key, want a filter sized for the records", perKey)
+		}
+	})
+	t.Run("Fits", func(t *testing.T) {
+		const n = 20000
+		opts := pebble.DefaultOptions()
+		opts.ExpectedRecords = 2 * n
+		fs, keys := crashAfterClaims(t, opts, n)
+		defer pebble.SetProgressEvery(pebble.SetProgressEvery(0))
+		var log syncBuffer
+		s := MustOpenWith(t, "db", logTo(pebble.WithFS(opts, fs), &log))
+		if st := s.Stats(); st.FilterRefused != 0 || st.FilterBuilding || st.FilterEntries != n {
+			t.Fatalf("Open after %d claims into a saved filter made for %d: %+v, want it loaded with the journal",
+				n, opts.ExpectedRecords, st)
+		}
+		for _, want := range []string{"reading its file", "replaying its journal", fmt.Sprintf("journal_keys=%d", n)} {
+			if !strings.Contains(log.String(), want) {
+				t.Fatalf("the log lacks %q:\n%s", want, log.String())
+			}
+		}
+		assertRepeats(t, s, keys, "with the journal replayed")
+	})
 }

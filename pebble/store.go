@@ -49,6 +49,7 @@ type Store struct {
 	unsaved    int       // fingerprints inserted since the last save began
 	savedAt    time.Time // when the last save began
 	buildAfter time.Time // no build before then (after a failed one)
+	buildHint  int       // keys the next build is made for, at least (a file refused as outgrown)
 	filterIDv  [16]byte
 	overlay    map[spent.Hash]*spent.Record      // this round's writes; nil means deleted
 	seqs       map[uint32]uint64                 // this round's seq reservations
@@ -146,8 +147,9 @@ type Stats struct {
 	FilterSaves uint64
 	// FilterRefused is 1 when Open found a saved filter it could not trust
 	// (damaged, of another version, not the store's own latest save,
-	// older than the store's journal, or missing stored keys) and rebuilt
-	// it instead.
+	// older than the store's journal, or missing stored keys) or could not
+	// load (too small for the keys journaled since it was saved), and
+	// rebuilt it instead.
 	FilterRefused uint64
 	// CompactionDebt is pebble's estimate of the bytes its compactions
 	// have yet to rewrite, and Compacting the number of compactions

@@ -11,7 +11,7 @@ import "math/bits"
 // (filter_old_test.go keeps that one, for the benchmarks' comparison).
 type table struct {
 	slots []uint64
-	shift uint // 64 - log2(len(slots)): a value's top bits are its home slot
+	shift uint // 64 - log2(len(slots)): the top bits of a value's hash are its home slot
 	n     int
 }
 
@@ -20,7 +20,13 @@ const minFilterSlots = 16
 
 func (t *table) mask() int { return len(t.slots) - 1 }
 
-func (t *table) home(x uint64) int { return int(x >> t.shift) }
+// home returns the slot a value's probe starts at: the top bits of its
+// Fibonacci hash (x times 2^64 over the golden ratio), which spreads any
+// values, not only uniform ones. The filter's stash keys are small numbers
+// (a bucket and a fingerprint): their own top bits were all zero, every
+// one's home was slot 0, and each insert, lookup or removal read the whole
+// stash, a cost quadratic in the fingerprints a full filter took.
+func (t *table) home(x uint64) int { return int(x * 0x9e3779b97f4a7c15 >> t.shift) }
 
 // contains reports whether x may be present: false means certainly absent.
 func (t *table) contains(x uint64) bool {
