@@ -2,7 +2,6 @@ package doortest
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -15,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/spentledger/spent/internal/syncbuf"
 )
 
 // PeakLimit is the most memory (VmHWM, the peak resident set) the server
@@ -42,7 +43,7 @@ type server struct {
 	mu      sync.Mutex
 	cmd     *exec.Cmd
 	exited  chan struct{}
-	stderr  *syncBuffer
+	stderr  *syncbuf.Buffer
 	logs    []string // the logs of the processes before this one
 	guard   chan struct{}
 	guarded chan struct{}
@@ -72,7 +73,7 @@ func (s *server) start() {
 	s.tb.Helper()
 	args := append([]string{"serve", "--config", s.config, "--data", s.dir, "--listen", "127.0.0.1:0"}, s.door.Args()...)
 	cmd := exec.Command(s.bin, args...)
-	stderr := &syncBuffer{}
+	stderr := &syncbuf.Buffer{}
 	cmd.Stderr = stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -282,24 +283,6 @@ func vmHWM(pid int) (int64, error) {
 		}
 	}
 	return 0, fmt.Errorf("doortest: no VmHWM in /proc/%d/status", pid)
-}
-
-// syncBuffer is a bytes.Buffer safe for a writer and readers at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 // tail returns the last n lines of s.

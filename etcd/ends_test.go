@@ -1,17 +1,16 @@
 package etcd_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/spentledger/spent"
 	"github.com/spentledger/spent/etcd"
 	"github.com/spentledger/spent/internal/etcdtest"
+	"github.com/spentledger/spent/internal/syncbuf"
 	"github.com/spentledger/spent/internal/waittest"
 )
 
@@ -40,7 +39,7 @@ func TestWaitEndsWatchAgain(t *testing.T) {
 	a := MustOpen(t, opts)
 	one := opts
 	one.Endpoints = []string{c.Members()[0].Endpoint()}
-	var logged syncBuffer
+	var logged syncbuf.Buffer
 	one.Logger = slog.New(slog.NewTextHandler(&logged, nil))
 	b := MustOpen(t, one)
 	ended, lost := make(chan spent.Hash, 16), make(chan struct{}, 16)
@@ -92,23 +91,4 @@ func TestWaitEndsWatchAgain(t *testing.T) {
 			t.Fatal("no end told after watching again")
 		}
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for a logger's writes and the test's
-// reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

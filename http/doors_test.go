@@ -2,7 +2,6 @@ package http_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -11,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +17,7 @@ import (
 	"github.com/spentledger/spent/door"
 	sphttp "github.com/spentledger/spent/http"
 	"github.com/spentledger/spent/inmem"
+	"github.com/spentledger/spent/internal/syncbuf"
 )
 
 // serveAdmitted serves cfg's API over a fresh ledger behind cs's admission
@@ -42,29 +41,12 @@ func serveAdmitted(t *testing.T, cfg sphttp.Config, cs *door.Conns) (*env, *http
 	return e, ts
 }
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestUnknownTokenThrottled (issue 31, finding 9, on HTTP): requests with an
 // unknown bearer token are counted by the shared sign-in throttle, which
 // logs them and delays each answer; the max_auth_failures-th on one
 // connection is answered with Connection: close. A valid token still works.
 func TestUnknownTokenThrottled(t *testing.T) {
-	var log lockedBuffer
+	var log syncbuf.Buffer
 	th := door.NewThrottle(slog.New(slog.NewTextHandler(&log, nil)))
 	cfg := authConfig()
 	cfg.Throttle = th

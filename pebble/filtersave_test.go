@@ -18,7 +18,9 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+
 	"github.com/spentledger/spent"
+	"github.com/spentledger/spent/internal/syncbuf"
 	"github.com/spentledger/spent/pebble"
 )
 
@@ -458,7 +460,7 @@ func TestJournalOutgrowsSavedFilter(t *testing.T) {
 	t.Run("Outgrown", func(t *testing.T) {
 		const n = 20000
 		fs, keys := crashAfterClaims(t, pebble.DefaultOptions(), n)
-		var log syncBuffer
+		var log syncbuf.Buffer
 		s := MustOpenWith(t, "db", logTo(pebble.WithFS(pebble.DefaultOptions(), fs), &log))
 		if st := s.Stats(); st.FilterRefused != 1 {
 			t.Fatalf("Open after %d claims beyond a saved filter of 256 lanes: %+v, want the file refused", n, st)
@@ -483,7 +485,7 @@ func TestJournalOutgrowsSavedFilter(t *testing.T) {
 		opts.ExpectedRecords = 2 * n
 		fs, keys := crashAfterClaims(t, opts, n)
 		defer pebble.SetProgressEvery(pebble.SetProgressEvery(0))
-		var log syncBuffer
+		var log syncbuf.Buffer
 		s := MustOpenWith(t, "db", logTo(pebble.WithFS(opts, fs), &log))
 		if st := s.Stats(); st.FilterRefused != 0 || st.FilterBuilding || st.FilterEntries != n {
 			t.Fatalf("Open after %d claims into a saved filter made for %d: %+v, want it loaded with the journal",

@@ -1,7 +1,6 @@
 package pebble_test
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
@@ -14,7 +13,9 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+
 	"github.com/spentledger/spent"
+	"github.com/spentledger/spent/internal/syncbuf"
 	"github.com/spentledger/spent/pebble"
 )
 
@@ -283,27 +284,9 @@ func claimRandom(t *testing.T, s *pebble.Store, rng *rand.Rand, n int, seq uint6
 }
 
 // logTo returns options that log to buf, with opts' other settings.
-func logTo(opts pebble.Options, buf *syncBuffer) pebble.Options {
+func logTo(opts pebble.Options, buf *syncbuf.Buffer) pebble.Options {
 	opts.Logger = slog.New(slog.NewTextHandler(buf, nil))
 	return opts
-}
-
-// syncBuffer is a bytes.Buffer safe for a store's logger and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 // TestFilterSaveIsTheStoresOwn leaves behind, by crashes at the steps of
@@ -401,7 +384,7 @@ func TestFilterSaveIsTheStoresOwn(t *testing.T) {
 			keys = append(keys, more...)
 			g.stop()
 
-			var log syncBuffer
+			var log syncbuf.Buffer
 			s = MustOpenWith(t, "db", logTo(opts(crashed), &log))
 			st := s.Stats()
 			if tc.refused {

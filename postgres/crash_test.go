@@ -13,6 +13,7 @@ import (
 
 	"github.com/spentledger/spent"
 	"github.com/spentledger/spent/internal/pgtest"
+	"github.com/spentledger/spent/internal/syncbuf"
 	"github.com/spentledger/spent/postgres"
 )
 
@@ -271,7 +272,7 @@ func TestCrashCheckCatchesLostClaims(t *testing.T) {
 	o := testOptions(t, c.DSN(), "crash")
 	o.MaxConns = crashWorkers
 	o.AllowNonDurable = true
-	var logs syncBuffer // its warning is expected
+	var logs syncbuf.Buffer // its warning is expected
 	o.Logger = slogTo(&logs)
 	errs := runCrashCycles(t, c, o, 3, uint64(time.Now().UnixNano()), true)
 	lost := 0

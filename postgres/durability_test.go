@@ -1,37 +1,19 @@
 package postgres_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
 	"github.com/spentledger/spent/internal/pgtest"
+	"github.com/spentledger/spent/internal/syncbuf"
 	"github.com/spentledger/spent/postgres"
 )
-
-// syncBuffer is a bytes.Buffer safe for the logger's concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
 
 // showSetting reads a setting in a new session of dsn.
 func showSetting(tb testing.TB, dsn, name string) string {
@@ -61,7 +43,7 @@ func TestDurabilityCheck(t *testing.T) {
 		t.Helper()
 		o := testOptions(t, dsn, "durability")
 		o.AllowNonDurable = allow
-		var logs syncBuffer
+		var logs syncbuf.Buffer
 		o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 		s, err := postgres.Open(ctx, o)
 		if err == nil {
@@ -167,4 +149,4 @@ func TestDurabilityCheckPerSession(t *testing.T) {
 }
 
 // slogTo returns a logger that writes text to w.
-func slogTo(w *syncBuffer) *slog.Logger { return slog.New(slog.NewTextHandler(w, nil)) }
+func slogTo(w *syncbuf.Buffer) *slog.Logger { return slog.New(slog.NewTextHandler(w, nil)) }

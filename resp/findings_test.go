@@ -27,6 +27,7 @@ import (
 	"github.com/spentledger/spent"
 	"github.com/spentledger/spent/door"
 	"github.com/spentledger/spent/internal/metricstest"
+	"github.com/spentledger/spent/internal/syncbuf"
 	"github.com/spentledger/spent/internal/tlstest"
 	"github.com/spentledger/spent/resp"
 )
@@ -441,7 +442,7 @@ func TestRevalidate(t *testing.T) {
 // closed after max_auth_failures, each refusal waits the throttle's delay,
 // and the log says so.
 func TestAuthFailures(t *testing.T) {
-	var log syncBuffer
+	var log syncbuf.Buffer
 	f := start(t, true, func(rc *resp.Config) {
 		rc.Logger = slog.New(slog.NewTextHandler(&log, nil))
 	})
@@ -479,23 +480,6 @@ func TestAuthFailures(t *testing.T) {
 	if err := c.Ping(context.Background()).Err(); err != nil {
 		t.Fatalf("the right token after the failures: %v", err)
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // TestPlaceControlCharacters (finding 10): SPENT.CLAIM … PLACE took

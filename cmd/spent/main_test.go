@@ -1,7 +1,6 @@
 package main_test
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -11,26 +10,8 @@ import (
 	"time"
 
 	spentcmd "github.com/spentledger/spent/cmd/spent"
+	"github.com/spentledger/spent/internal/syncbuf"
 )
-
-// syncBuffer is a bytes.Buffer safe for the concurrent writes of a server's
-// logger and the test's reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // env is a fake environment for Main.Getenv.
 type env map[string]string
@@ -42,7 +23,7 @@ type Server struct {
 	tb     testing.TB
 	Addr   string // http://127.0.0.1:PORT
 	Dir    string
-	Stderr *syncBuffer
+	Stderr *syncbuf.Buffer
 	cancel context.CancelFunc
 	done   chan int
 	once   sync.Once
@@ -92,7 +73,7 @@ func Run(tb testing.TB, e env, args ...string) Result {
 // RunStdin is Run with the given standard input.
 func RunStdin(tb testing.TB, e env, stdin string, args ...string) Result {
 	tb.Helper()
-	var out, errb syncBuffer
+	var out, errb syncbuf.Buffer
 	m := spentcmd.NewMain()
 	m.Stdin = strings.NewReader(stdin)
 	m.Stdout = &out

@@ -20,6 +20,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/spentledger/spent/internal/syncbuf"
 )
 
 // peakLimit is the most memory (VmHWM, the peak resident set) the server
@@ -149,7 +151,7 @@ type spentProcess struct {
 	cmd    *exec.Cmd
 	addr   string
 	url    string
-	stderr *syncBuffer
+	stderr *syncbuf.Buffer
 	exited chan struct{}
 }
 
@@ -164,7 +166,7 @@ func startSpent(t *testing.T, bin, dir string, args ...string) *spentProcess {
 // of its standard output, which it returns; the rest is discarded.
 func launchSpent(t *testing.T, bin string, args []string, extra int) (*spentProcess, []string) {
 	t.Helper()
-	p := &spentProcess{stderr: &syncBuffer{}, exited: make(chan struct{})}
+	p := &spentProcess{stderr: &syncbuf.Buffer{}, exited: make(chan struct{})}
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Stderr = p.stderr
 	out, err := p.cmd.StdoutPipe()

@@ -18,6 +18,7 @@ import (
 	"github.com/spentledger/spent"
 	spentcmd "github.com/spentledger/spent/cmd/spent"
 	"github.com/spentledger/spent/internal/atomicfile"
+	"github.com/spentledger/spent/internal/syncbuf"
 	"github.com/spentledger/spent/pebble"
 )
 
@@ -78,7 +79,7 @@ func RunBinary(tb testing.TB, extraEnv []string, args ...string) ProcResult {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, SpentBinary(tb), args...)
 	cmd.Env = append(os.Environ(), extraEnv...)
-	var out, errb syncBuffer
+	var out, errb syncbuf.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
 	r := ProcResult{Stdout: out.String(), Stderr: errb.String(), Err: err}
@@ -93,7 +94,7 @@ type Proc struct {
 	tb     testing.TB
 	cmd    *exec.Cmd
 	Addr   string
-	Stderr *syncBuffer
+	Stderr *syncbuf.Buffer
 	done   chan struct{}
 	once   sync.Once
 }
@@ -112,7 +113,7 @@ func StartBinaryIn(tb testing.TB, dir string, extraEnv []string, args ...string)
 	cmd := exec.Command(SpentBinary(tb), append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), extraEnv...)
-	p := &Proc{tb: tb, cmd: cmd, Stderr: &syncBuffer{}, done: make(chan struct{})}
+	p := &Proc{tb: tb, cmd: cmd, Stderr: &syncbuf.Buffer{}, done: make(chan struct{})}
 	cmd.Stderr = p.Stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -167,7 +168,7 @@ func (p *Proc) Stop() {
 func TryServe(tb testing.TB, dir string, e env, setup func(*spentcmd.Main), args ...string) (*Server, Result) {
 	tb.Helper()
 	pr, pw := io.Pipe()
-	s := &Server{tb: tb, Dir: dir, Stderr: &syncBuffer{}, done: make(chan int, 1)}
+	s := &Server{tb: tb, Dir: dir, Stderr: &syncbuf.Buffer{}, done: make(chan int, 1)}
 	m := spentcmd.NewMain()
 	m.Stdin = strings.NewReader("")
 	m.Stdout = pw

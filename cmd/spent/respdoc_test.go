@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+	"github.com/spentledger/spent/internal/syncbuf"
 )
 
 // respDocStep is one command of the session in "## Try it" of docs/resp.md,
@@ -397,7 +398,7 @@ func (c *respClient) closed(why string) {
 func startSpentConfig(t *testing.T, bin, dir, config string) string {
 	t.Helper()
 	cmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--data", dir, "--config", config)
-	stderr := &syncBuffer{}
+	stderr := &syncbuf.Buffer{}
 	cmd.Stderr = stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {

@@ -11,13 +11,14 @@ import (
 	"github.com/spentledger/spent"
 	spentcmd "github.com/spentledger/spent/cmd/spent"
 	"github.com/spentledger/spent/internal/crashpoint"
+	"github.com/spentledger/spent/internal/syncbuf"
 	"github.com/spentledger/spent/pebble"
 )
 
 // RunWith is Run with m's fields set through setup.
 func RunWith(tb testing.TB, e env, setup func(*spentcmd.Main), args ...string) Result {
 	tb.Helper()
-	var out, errb syncBuffer
+	var out, errb syncbuf.Buffer
 	m := spentcmd.NewMain()
 	m.Stdin = strings.NewReader("")
 	m.Stdout = &out
