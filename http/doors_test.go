@@ -16,7 +16,6 @@ import (
 	"github.com/spentledger/spent"
 	"github.com/spentledger/spent/door"
 	sphttp "github.com/spentledger/spent/http"
-	"github.com/spentledger/spent/inmem"
 	"github.com/spentledger/spent/internal/syncbuf"
 )
 
@@ -24,21 +23,8 @@ import (
 // (door.Conns.Serve), as spent serve does.
 func serveAdmitted(t *testing.T, cfg sphttp.Config, cs *door.Conns) (*env, *httptest.Server) {
 	t.Helper()
-	e := &env{clock: newClock(), store: inmem.New()}
-	l, err := spent.NewLedger(context.Background(), e.store, ledgerConfig(e.clock.Now))
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.ledger = l
-	if e.server, err = sphttp.NewServer(l, cfg); err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewUnstartedServer(e.server)
-	cs.Serve(ts.Config)
-	ts.Start()
-	t.Cleanup(ts.Close)
-	e.url = ts.URL
-	return e, ts
+	e := newEnv(t, cfg, nil)
+	return e, e.serve(t, e.server, cs)
 }
 
 // TestUnknownTokenThrottled (issue 31, finding 9, on HTTP): requests with an
@@ -190,15 +176,7 @@ func TestPlaceAndExpiresIn(t *testing.T) {
 // share for requests without a valid token, as spent serve does.
 func serveLimited(t *testing.T, cfg sphttp.Config, cs *door.Conns, budget, share int64) *env {
 	t.Helper()
-	e := &env{clock: newClock(), store: inmem.New()}
-	l, err := spent.NewLedger(context.Background(), e.store, ledgerConfig(e.clock.Now))
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.ledger = l
-	if e.server, err = sphttp.NewServer(l, cfg); err != nil {
-		t.Fatal(err)
-	}
+	e := newEnv(t, cfg, nil)
 	b, _ := door.NewBudget(budget)
 	u, _ := door.NewBudget(share)
 	// A public route beside the API reads its body without a token, as the
@@ -210,11 +188,7 @@ func serveLimited(t *testing.T, cfg sphttp.Config, cs *door.Conns, budget, share
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := httptest.NewUnstartedServer(h)
-	cs.Serve(ts.Config)
-	ts.Start()
-	t.Cleanup(ts.Close)
-	e.url = ts.URL
+	e.serve(t, h, cs)
 	return e
 }
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spentledger/spent"
+	"github.com/spentledger/spent/door"
 	sphttp "github.com/spentledger/spent/http"
 	"github.com/spentledger/spent/inmem"
 )
@@ -100,6 +101,15 @@ func MustServe(tb testing.TB, cfg sphttp.Config) *env {
 // MustServeStore is MustServe over store (nil: a fresh inmem store).
 func MustServeStore(tb testing.TB, cfg sphttp.Config, store spent.Store) *env {
 	tb.Helper()
+	e := newEnv(tb, cfg, store)
+	e.serve(tb, e.server, nil)
+	return e
+}
+
+// newEnv returns an env whose server, made with cfg over a ledger on store
+// (nil: a fresh inmem store), is not yet served.
+func newEnv(tb testing.TB, cfg sphttp.Config, store spent.Store) *env {
+	tb.Helper()
 	e := &env{clock: newClock()}
 	if store == nil {
 		e.store = inmem.New()
@@ -114,10 +124,21 @@ func MustServeStore(tb testing.TB, cfg sphttp.Config, store spent.Store) *env {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	ts := httptest.NewServer(e.server)
+	return e
+}
+
+// serve serves h on a loopback port, behind cs's admission
+// (door.Conns.Serve) when cs is not nil, until the test ends.
+func (e *env) serve(tb testing.TB, h http.Handler, cs *door.Conns) *httptest.Server {
+	tb.Helper()
+	ts := httptest.NewUnstartedServer(h)
+	if cs != nil {
+		cs.Serve(ts.Config)
+	}
+	ts.Start()
 	tb.Cleanup(ts.Close)
 	e.url = ts.URL
-	return e
+	return ts
 }
 
 // authConfig is a server config with the test tokens.
