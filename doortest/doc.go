@@ -17,8 +17,9 @@
 // and, for what the door can do, [Claimer] (a signed-in [Client] and its
 // forms of expiry), [Wire] (its requests as bytes, and a reader of its
 // answers) and [Rollbacker] (values held in memory for a rollback window).
-// A test needing a capability the door lacks is skipped, naming it; the
-// operator's page, for one, only signs in.
+// A test needing a capability the door lacks is not run, and the run's log
+// names the test and the capability; the operator's page, for one, only
+// signs in.
 //
 // Each test starts `spent serve` as a process of its own on a temporary
 // data directory, with the suite's namespaces and tokens ([NSClaims],

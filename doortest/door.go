@@ -13,8 +13,8 @@ import (
 // Door is the harness of one front end: what the suite needs to know of its
 // protocol, and nothing of the attacks. Every door signs in; what else it
 // does it declares by implementing [Claimer], [Wire] and [Rollbacker],
-// which the suite checks at run time (a test whose door lacks one is
-// reported as skipped, never as passed).
+// which the suite checks at run time (a test whose door lacks one is not
+// run, and the log says so: it is neither passed nor skipped).
 type Door interface {
 	// Name names the door in test names and messages, and is the
 	// prefix of its lines in the server's log: "http", "resp",

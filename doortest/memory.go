@@ -297,7 +297,7 @@ func testRollbackFlood(t *testing.T, bin string, d Door) {
 	c := claimer(t, d)
 	rb, ok := d.(Rollbacker)
 	if !ok {
-		t.Skipf("door %s has no rollback prefixes (it is no doortest.Rollbacker)", d.Name())
+		t.Fatalf("door %s has no rollback prefixes (it is no doortest.Rollbacker)", d.Name())
 	}
 	docs := d.Docs(defaults())
 	s := startServer(t, bin, d, "")
