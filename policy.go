@@ -33,15 +33,6 @@ const (
 	LeaseExpiryHold LeaseExpiry = "hold"
 )
 
-// The lease-expiry rules' former names, kept so that code written against
-// them still builds.
-const (
-	// Deprecated: Retake is LeaseExpiryRetake.
-	Retake = LeaseExpiryRetake
-	// Deprecated: Hold is LeaseExpiryHold.
-	Hold = LeaseExpiryHold
-)
-
 // Policy is a namespace's behaviour. It is data, not code.
 type Policy struct {
 	// Mode is echo or refuse.

@@ -145,8 +145,3 @@ type Service interface {
 	// records whose lease ran out. An empty namespace lists all.
 	Unknown(ctx context.Context, namespace string, limit int) ([]Record, error)
 }
-
-// Result is the former name of [Answer].
-//
-// Deprecated: use Answer; "result" now means only the stored bytes.
-type Result = Answer

@@ -225,13 +225,3 @@ func OldestLeaseFirst(recs []Record, limit int) []Record {
 	})
 	return recs[:min(len(recs), max(limit, 0))]
 }
-
-// ClaimResult is the former name of [ClaimAnswer].
-//
-// Deprecated: use ClaimAnswer.
-type ClaimResult = ClaimAnswer
-
-// CountResult is the former name of [CountAnswer].
-//
-// Deprecated: use CountAnswer.
-type CountResult = CountAnswer
