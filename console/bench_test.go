@@ -13,7 +13,7 @@ import (
 
 	"github.com/spentledger/spent"
 	"github.com/spentledger/spent/console"
-	sphttp "github.com/spentledger/spent/http"
+	"github.com/spentledger/spent/node"
 )
 
 // BenchmarkMainPage renders the main page with 100 unknown outcomes listed
@@ -41,7 +41,7 @@ func BenchmarkMainPage(b *testing.B) {
 func BenchmarkChart(b *testing.B) {
 	e := MustOpen(b, nil, nil)
 	reg := prometheus.NewRegistry()
-	claims := prometheus.NewCounterVec(prometheus.CounterOpts{Name: sphttp.MetricClaims, Help: "claims"}, []string{"namespace", "outcome"})
+	claims := prometheus.NewCounterVec(prometheus.CounterOpts{Name: node.MetricLedgerClaims, Help: "claims"}, []string{"namespace", "outcome"})
 	reg.MustRegister(claims)
 	cfg := console.DefaultConfig(e.Ledger)
 	cfg.Gatherer = reg

@@ -57,10 +57,10 @@ type Config struct {
 	// has it. Empty means auth is off: every visitor is an operator, so
 	// serve the console on loopback only, as the API.
 	Tokens []grant.Token
-	// Gatherer reads the server's metrics: the claim counter
-	// spent_claims_total (package http's MetricClaims) by namespace and
-	// outcome, and the RESP listener's spent_resp_claims_total by outcome
-	// (the chart adds it). Nil shows no counts and an empty chart.
+	// Gatherer reads the server's metrics: the ledger's claim counter
+	// spent_ledger_claims_total (node.MetricLedgerClaims) by namespace and
+	// outcome, which counts the claims of every front end. Nil shows no
+	// counts and an empty chart.
 	Gatherer prometheus.Gatherer
 	// Secure marks the session cookie Secure: set it when the server
 	// serves TLS.

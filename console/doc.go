@@ -47,10 +47,11 @@
 //
 // The stores keep no count of records per namespace, and the page does not
 // scan a store to count them: the counts it shows are the claims this
-// server answered over HTTP since it started, by outcome, read from its
-// spent_claims_total counter, and the unknown outcomes it lists. The chart
-// adds the claims answered over RESP (spent_resp_claims_total); it covers
-// what this server answered, not the whole ledger of a shared store.
+// server answered since it started, by outcome, whichever front end asked
+// (the HTTP API, the RESP listener, Privacy Pass, e-cash), read from the
+// ledger's spent_ledger_claims_total counter, and the unknown outcomes it
+// lists. The chart shows the same counter: what this server answered, not
+// the whole ledger of a shared store.
 //
 // Sessions live in one server's memory: behind a load balancer, send an
 // operator's requests to one server (or log in on each).

@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/spentledger/spent"
-	sphttp "github.com/spentledger/spent/http"
+	"github.com/spentledger/spent/node"
 )
 
 // outcomes are the claim outcomes, in the order the page shows them.
@@ -24,14 +24,10 @@ var colors = [len(outcomes)]string{"#1b7f3b", "#1f5fbf", "#c77c00", "#b3261e", "
 // byOutcome holds one number per outcome, in the order of outcomes.
 type byOutcome [len(outcomes)]float64
 
-// respClaims is the RESP listener's claim counter (package resp), by
-// outcome only.
-const respClaims = "spent_resp_claims_total"
-
-// claimCounts reads the claim counters from g: per namespace, the claims
-// answered over HTTP by outcome since the server started, and under the
-// namespace "" those answered over RESP, which its counter does not split by
-// namespace. A nil g reads nothing.
+// claimCounts reads the ledger's claim counter (node.MetricLedgerClaims)
+// from g: per namespace, the claims this server answered by outcome since
+// it started, whichever front end (the HTTP API, the RESP listener,
+// Privacy Pass, e-cash, the middlewares) asked. A nil g reads nothing.
 func claimCounts(g prometheus.Gatherer) (map[string]*byOutcome, error) {
 	out := map[string]*byOutcome{}
 	if g == nil {
@@ -42,7 +38,7 @@ func claimCounts(g prometheus.Gatherer) (map[string]*byOutcome, error) {
 		return out, fmt.Errorf("console: metrics: %w", err)
 	}
 	for _, mf := range mfs {
-		if mf.GetName() != sphttp.MetricClaims && mf.GetName() != respClaims {
+		if mf.GetName() != node.MetricLedgerClaims {
 			continue
 		}
 		for _, m := range mf.GetMetric() {

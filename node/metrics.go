@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -86,6 +87,22 @@ func newLedgerMetrics(namespaces map[string]spent.Policy) *ledgerMetrics {
 		m.seconds[i] = m.secondsVec.WithLabelValues(op)
 	}
 	return m
+}
+
+// LedgerMetrics returns the spent.Observer that counts a ledger's work
+// (MetricLedgerClaims, MetricLedgerErrors, MetricLedgerOperation) over
+// namespaces, its collectors registered with reg: give it to the ledger as
+// its Config.Observer (spent.Observers joins it to another). A Node does
+// this itself when its Config has a Registerer; LedgerMetrics is for a
+// ledger made without a Node, such as a test's.
+func LedgerMetrics(namespaces map[string]spent.Policy, reg prometheus.Registerer) (spent.Observer, error) {
+	m := newLedgerMetrics(namespaces)
+	for _, c := range m.collectors() {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("node: registering the ledger's metrics: %w", err)
+		}
+	}
+	return m, nil
 }
 
 // collectors returns the collectors to register.
