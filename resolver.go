@@ -241,14 +241,11 @@ func NewResolveRunner(svc Service, resolve Resolver, o ResolveOptions) (*Resolve
 		o.After = time.After
 	}
 	if o.Namespace != "" {
-		if pl, ok := svc.(interface{ Policy(string) (Policy, bool) }); ok {
-			p, ok := pl.Policy(o.Namespace)
-			if !ok {
-				return nil, fmt.Errorf("spent: resolve: namespace %s is not configured", QuoteInput(o.Namespace))
-			}
-			if p.OnLeaseExpiry != LeaseExpiryHold {
-				return nil, fmt.Errorf("spent: resolve: namespace %s is %s: only a hold namespace has unknown outcomes", QuoteInput(o.Namespace), p.OnLeaseExpiry)
-			}
+		if err := RequirePolicy(svc, o.Namespace, PolicyNeed{
+			Component: "spent: resolve", OnLeaseExpiry: LeaseExpiryHold,
+			Why: "only a hold namespace has unknown outcomes",
+		}); err != nil {
+			return nil, err
 		}
 	}
 	return &ResolveRunner{svc: svc, resolve: resolve, o: o, wait: make(map[resolveKey]*backoff)}, nil

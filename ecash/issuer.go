@@ -160,9 +160,12 @@ func New(cfg Config, ledger *spent.Ledger, keys *Keys) (*Issuer, error) {
 		cfg.Logger = slog.Default()
 	}
 	for _, ns := range []string{cfg.SpendNamespace, cfg.IssueNamespace} {
-		p, ok := ledger.Policy(ns)
-		if !ok || p.Mode != spent.ModeEcho {
-			return nil, fmt.Errorf("ecash: ledger namespace %q must be configured in echo mode (see NamespacePolicies)", ns)
+		if err := spent.RequirePolicy(ledger, ns, spent.PolicyNeed{
+			Component: "ecash", Mode: spent.ModeEcho,
+			Why: "a resent request must be answered with the stored response",
+			Fix: "give it the policy of NamespacePolicies",
+		}); err != nil {
+			return nil, err
 		}
 	}
 	if keys.cfg.Epoch != cfg.Epoch || keys.cfg.Grace != cfg.Grace {

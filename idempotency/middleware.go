@@ -69,15 +69,11 @@ func New(svc spent.Service, o Options) (*Middleware, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	if pl, ok := svc.(interface {
-		Policy(string) (spent.Policy, bool)
-	}); ok {
-		if err := checkPolicy(pl, o.Namespace, spent.LeaseExpiryRetake); err != nil {
-			return nil, err
-		}
-		if err := checkPolicy(pl, o.AppliedNamespace, spent.LeaseExpiryHold); err != nil {
-			return nil, err
-		}
+	if err := checkPolicy(svc, o.Namespace, spent.LeaseExpiryRetake); err != nil {
+		return nil, err
+	}
+	if err := checkPolicy(svc, o.AppliedNamespace, spent.LeaseExpiryHold); err != nil {
+		return nil, err
 	}
 	m := &Middleware{
 		svc:       svc,
@@ -108,17 +104,12 @@ func New(svc spent.Service, o Options) (*Middleware, error) {
 	return m, nil
 }
 
-func checkPolicy(pl interface {
-	Policy(string) (spent.Policy, bool)
-}, ns string, want spent.LeaseExpiry) error {
-	p, ok := pl.Policy(ns)
-	if !ok {
-		return fmt.Errorf("idempotency: namespace %q is not configured in the ledger (see Policies)", ns)
-	}
-	if p.Mode != spent.ModeEcho || p.OnLeaseExpiry != want {
-		return fmt.Errorf("idempotency: namespace %q is %s with %s: want echo with %s (see Policies)", ns, p.Mode, p.OnLeaseExpiry, want)
-	}
-	return nil
+func checkPolicy(svc any, ns string, want spent.LeaseExpiry) error {
+	return spent.RequirePolicy(svc, ns, spent.PolicyNeed{
+		Component: "idempotency", Mode: spent.ModeEcho, OnLeaseExpiry: want,
+		Why: "a retried request must be answered with the stored response",
+		Fix: "give it the policy of Policies",
+	})
 }
 
 // Info describes the idempotency key of a request under the middleware.

@@ -3,16 +3,10 @@ package jwtreplay
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/spentledger/spent"
 )
-
-// policyReader is what a *spent.Ledger offers to read namespace policies.
-type policyReader interface {
-	Policy(namespace string) (spent.Policy, bool)
-}
 
 // checkNamespace refuses a namespace that svc reports with a policy other
 // than refuse, or whose max_expiry (its retention unless set) is shorter
@@ -20,21 +14,11 @@ type policyReader interface {
 // now, which the ledger refuses beyond max_expiry. A service that cannot
 // report policies (the HTTP client) passes: the operator checks.
 func checkNamespace(svc spent.Service, ns string, need time.Duration, why string) error {
-	pl, ok := svc.(policyReader)
-	if !ok {
-		return nil
-	}
-	p, ok := pl.Policy(ns)
-	if !ok {
-		return fmt.Errorf("jwtreplay: namespace %q is not configured in the ledger: add it with mode refuse and retention at least %v (%s)", ns, need, why)
-	}
-	if p.Mode != spent.ModeRefuse {
-		return fmt.Errorf("jwtreplay: namespace %q is in %s mode: want refuse, so that a replay is refused", ns, p.Mode)
-	}
-	if lim := p.ExpiryLimit(); lim < need {
-		return fmt.Errorf("jwtreplay: namespace %q keeps records at most %v (its max_expiry, or its retention when unset): want at least %v (%s), or ids would be forgotten while their tokens are still accepted", ns, lim, need, why)
-	}
-	return nil
+	return spent.RequirePolicy(svc, ns, spent.PolicyNeed{
+		Component: "jwtreplay", Mode: spent.ModeRefuse, Keep: need, OwnExpiry: true,
+		Why: "a replay must be refused, and an id remembered while its token is accepted: " + why,
+		Fix: "give it the policy of Options.Policy",
+	})
 }
 
 // policy returns a refuse policy with retention r.

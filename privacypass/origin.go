@@ -149,12 +149,8 @@ func NewOrigin(ledger *spent.Ledger, cfg OriginConfig) (*Origin, error) {
 	if len(o.cfg.Place) > spent.MaxPlaceLen {
 		return nil, fmt.Errorf("privacypass: origin: place of %d bytes: at most %d", len(o.cfg.Place), spent.MaxPlaceLen)
 	}
-	p, ok := ledger.Policy(cfg.Namespace)
-	if !ok {
-		return nil, fmt.Errorf("privacypass: origin: namespace %q is not configured in the ledger (add it with privacypass.NamespacePolicy)", cfg.Namespace)
-	}
-	if err := checkPolicy(p); err != nil {
-		return nil, fmt.Errorf("privacypass: origin: namespace %q: %w", cfg.Namespace, err)
+	if err := checkPolicy(ledger, "privacypass: origin", cfg.Namespace, 0); err != nil {
+		return nil, err
 	}
 	if cfg.StaticChallenge {
 		o.static = map[[DigestSize]byte]bool{}
@@ -170,19 +166,17 @@ func NewOrigin(ledger *spent.Ledger, cfg OriginConfig) (*Origin, error) {
 	return o, nil
 }
 
-// checkPolicy refuses a namespace policy under which a spent token could be
-// accepted again while it is still valid.
-func checkPolicy(p spent.Policy) error {
-	if p.Mode != spent.ModeRefuse {
-		return fmt.Errorf("mode %q: tokens need refuse mode", p.Mode)
-	}
-	if p.OnLeaseExpiry != spent.LeaseExpiryHold {
-		return fmt.Errorf("on_lease_expiry %q: tokens need hold (under retake a spend whose handler outlived the lease could be spent again)", p.OnLeaseExpiry)
-	}
-	if p.StoreRawKey {
-		return errors.New("store_raw_key must be off in token namespaces")
-	}
-	return nil
+// checkPolicy refuses a namespace under which a spent token could be
+// accepted again while it is still valid: one not in refuse mode, not hold
+// on lease expiry (under retake a spend whose handler outlived the lease
+// could be spent again), storing raw keys (a token's bytes), or, when life
+// is set, keeping records for less than a token's life.
+func checkPolicy(ledger *spent.Ledger, component, ns string, life time.Duration) error {
+	return spent.RequirePolicy(ledger, ns, spent.PolicyNeed{
+		Component: component, Mode: spent.ModeRefuse, OnLeaseExpiry: spent.LeaseExpiryHold, NoRawKey: true, Keep: life,
+		Why: "a spent token must be refused for as long as it is acceptable (epoch + grace + skew), and a spend whose handler outlived its lease must not be spent again",
+		Fix: "give it the policy of privacypass.NamespacePolicy",
+	})
 }
 
 // NamespacePolicy returns the ledger policy of a token namespace for keys

@@ -56,16 +56,8 @@ func New(ctx context.Context, cfg Config, ledger *spent.Ledger, keyDir string, k
 	if log == nil {
 		log = slog.Default()
 	}
-	p, ok := ledger.Policy(cfg.Namespace)
-	if !ok {
-		return nil, fmt.Errorf("privacypass: namespace %q is not configured in the ledger (add it with privacypass.NamespacePolicy)", cfg.Namespace)
-	}
-	if err := checkPolicy(p); err != nil {
-		return nil, fmt.Errorf("privacypass: namespace %q: %w", cfg.Namespace, err)
-	}
-	if life := cfg.Epoch + cfg.Grace + cfg.Skew; p.Retention < life {
-		return nil, fmt.Errorf("privacypass: namespace %q: retention %v is shorter than a token's life (epoch %v + grace %v + skew %v = %v): a spend could be forgotten while its token is acceptable",
-			cfg.Namespace, p.Retention, cfg.Epoch, cfg.Grace, cfg.Skew, life)
+	if err := checkPolicy(ledger, "privacypass", cfg.Namespace, cfg.Epoch+cfg.Grace+cfg.Skew); err != nil {
+		return nil, err
 	}
 	keys, err := OpenKeyring(ctx, KeyringConfig{
 		Dir: keyDir, KEK: kek, IssuerName: cfg.IssuerName, TokenTypes: cfg.TokenTypes,

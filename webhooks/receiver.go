@@ -58,12 +58,8 @@ func New(svc spent.Service, o Options) (*Receiver, error) {
 	if err != nil {
 		return nil, err
 	}
-	if pl, ok := svc.(interface {
-		Policy(string) (spent.Policy, bool)
-	}); ok {
-		if err := checkPolicy(pl, &o); err != nil {
-			return nil, err
-		}
+	if err := checkPolicy(svc, &o); err != nil {
+		return nil, err
 	}
 	rc := &Receiver{svc: svc, o: o, v: v, now: o.Now, log: o.Logger}
 	if rc.now == nil {
@@ -78,21 +74,13 @@ func New(svc spent.Service, o Options) (*Receiver, error) {
 	return rc, nil
 }
 
-func checkPolicy(pl interface {
-	Policy(string) (spent.Policy, bool)
-}, o *Options) error {
-	p, ok := pl.Policy(o.Namespace)
-	if !ok {
-		return fmt.Errorf("webhooks: namespace %q is not configured in the ledger: add it with Options.Policy", o.Namespace)
-	}
-	if p.Mode != spent.ModeRefuse || p.OnLeaseExpiry != spent.LeaseExpiryRetake {
-		return fmt.Errorf("webhooks: namespace %q is %s with %s: want refuse with retake (see Options.Policy)", o.Namespace, p.Mode, p.OnLeaseExpiry)
-	}
-	if minr := o.MinRetention(); p.Retention < minr {
-		return fmt.Errorf("webhooks: namespace %q keeps records for %v, shorter than the %v a message's id must be remembered (2 × tolerance %v + 2 × skew %v): set its retention to at least %v, or shorten Tolerance",
-			o.Namespace, p.Retention, minr, o.Tolerance, o.Skew, minr)
-	}
-	return nil
+func checkPolicy(svc any, o *Options) error {
+	minr := o.MinRetention()
+	return spent.RequirePolicy(svc, o.Namespace, spent.PolicyNeed{
+		Component: "webhooks", Mode: spent.ModeRefuse, OnLeaseExpiry: spent.LeaseExpiryRetake, Keep: minr,
+		Why: fmt.Sprintf("a message's id must be refused a second time for 2 × tolerance %v + 2 × skew %v, and a handler that failed must let the sender retry", o.Tolerance, o.Skew),
+		Fix: "give it the policy of Options.Policy, or shorten Tolerance",
+	})
 }
 
 // Verifier returns the receiver's verifier, for checking messages outside

@@ -146,9 +146,9 @@ func TestNewRefusesShortRetention(t *testing.T) {
 		{"TwiceToleranceOnly", spent.Policy{Mode: spent.ModeRefuse, Retention: 10 * time.Minute, Lease: 30 * time.Second, OnLeaseExpiry: spent.LeaseExpiryRetake},
 			[]string{"10m0s", "12m0s"}},
 		{"EchoMode", spent.Policy{Mode: spent.ModeEcho, Retention: time.Hour, Lease: 30 * time.Second, OnLeaseExpiry: spent.LeaseExpiryRetake},
-			[]string{"echo", "want refuse with retake"}},
+			[]string{"has mode echo: want refuse"}},
 		{"Hold", spent.Policy{Mode: spent.ModeRefuse, Retention: time.Hour, Lease: 30 * time.Second, OnLeaseExpiry: spent.LeaseExpiryHold},
-			[]string{"hold", "want refuse with retake"}},
+			[]string{"has on_lease_expiry hold: want retake"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
