@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/spentledger/spent"
+	"github.com/spentledger/spent/internal/capture"
 )
 
 // Errors returned by [Applied]. Whatever the error, the handler must return
@@ -410,7 +411,7 @@ func retryFailed(status int) bool {
 // run runs the handler of a fresh claim and stores its answer before
 // sending it.
 func (m *Middleware) run(w http.ResponseWriter, r *http.Request, next http.Handler, st *reqState, body []byte) {
-	cw := newCapture(m.o.MaxResponse)
+	cw := capture.New(m.o.MaxResponse)
 	r2 := r.WithContext(context.WithValue(r.Context(), stateKey{}, st))
 	r2.Body = newBodyReader(body)
 	r2.ContentLength = int64(len(body))
@@ -432,12 +433,12 @@ func (m *Middleware) run(w http.ResponseWriter, r *http.Request, next http.Handl
 		m.answerStop(ctx, w, st, s)
 
 	case !applied:
-		if panicked || retryFailed(cw.code()) || cw.overflow {
+		if panicked || retryFailed(cw.Status()) || cw.Overflow() {
 			m.release(ctx, st)
 			if panicked {
 				panic(pv)
 			}
-			if cw.overflow {
+			if cw.Overflow() {
 				m.log.Error("idempotency: response over MaxResponse; key released", "max", m.o.MaxResponse)
 				m.writeProblem(w, http.StatusInternalServerError, CodeInternal, "response too large to store", 0)
 				return
@@ -445,7 +446,7 @@ func (m *Middleware) run(w http.ResponseWriter, r *http.Request, next http.Handl
 			m.send(w, cw)
 			return
 		}
-		enc := encodeStored(cw.code(), cw.header, m.respHeaders, cw.body)
+		enc := encodeStored(cw.Status(), cw.Header(), m.respHeaders, cw.Body())
 		if err := m.complete(ctx, m.o.Namespace, st.info.LedgerKey, st.claimSeq, enc); err != nil {
 			switch spent.ErrorCode(err) {
 			case spent.ENotFound, spent.ESeqMismatch, spent.ENotPending:
@@ -465,7 +466,7 @@ func (m *Middleware) run(w http.ResponseWriter, r *http.Request, next http.Handl
 		m.send(w, cw)
 
 	default: // applied
-		if panicked || cw.overflow {
+		if panicked || cw.Overflow() {
 			m.log.Error("idempotency: handler failed after Applied; the outcome is unknown and held for an operator",
 				"namespace", m.o.AppliedNamespace, "key", st.info.Key, "seq", st.markerSeq.String(), "panic", panicked)
 			if panicked {
@@ -474,7 +475,7 @@ func (m *Middleware) run(w http.ResponseWriter, r *http.Request, next http.Handl
 			m.writeProblem(w, http.StatusInternalServerError, CodeInternal, "response too large to store; the outcome is held for an operator", 0)
 			return
 		}
-		enc := encodeStored(cw.code(), cw.header, m.respHeaders, cw.body)
+		enc := encodeStored(cw.Status(), cw.Header(), m.respHeaders, cw.Body())
 		// The marker first: once it is complete the answer is durable, and
 		// a retry that finds the key free again replays it from there.
 		if err := m.complete(ctx, m.o.AppliedNamespace, st.info.LedgerKey, st.markerSeq, enc); err != nil {
@@ -589,23 +590,11 @@ func (m *Middleware) release(ctx context.Context, st *reqState) {
 	}
 }
 
-// send writes a captured response.
-func (m *Middleware) send(w http.ResponseWriter, cw *capture) {
-	h := w.Header()
-	for k, v := range cw.header {
-		h[k] = v
-	}
-	h[HeaderRetention] = m.retention
-	status := cw.code()
-	if bodyAllowed(status) && h.Get("Content-Length") == "" {
-		h["Content-Length"] = []string{strconv.Itoa(len(cw.body))}
-	}
-	w.WriteHeader(status)
-	w.Write(cw.body)
-}
-
-func bodyAllowed(status int) bool {
-	return status >= 200 && status != http.StatusNoContent && status != http.StatusNotModified
+// send writes a captured response, with the header that says how long
+// the ledger keeps it.
+func (m *Middleware) send(w http.ResponseWriter, cw *capture.Response) {
+	cw.Header()[HeaderRetention] = m.retention
+	cw.Send(w)
 }
 
 func (m *Middleware) replayResult(w http.ResponseWriter, result []byte) {

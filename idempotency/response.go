@@ -6,51 +6,9 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+
+	"github.com/spentledger/spent/internal/capture"
 )
-
-// capture buffers a handler's response so that it can be stored before any
-// byte of it is sent. It offers no Flush or Hijack: responses under the
-// middleware are whole, never streamed.
-type capture struct {
-	header   http.Header
-	status   int
-	body     []byte
-	max      int
-	overflow bool
-}
-
-func newCapture(max int) *capture { return &capture{header: make(http.Header), max: max} }
-
-// Header returns the captured header map.
-func (c *capture) Header() http.Header { return c.header }
-
-// WriteHeader records the first final status.
-func (c *capture) WriteHeader(code int) {
-	if c.status == 0 && code >= 200 {
-		c.status = code
-	}
-}
-
-// Write buffers p, up to the limit; beyond it the response is marked
-// overflowed and the bytes are dropped.
-func (c *capture) Write(p []byte) (int, error) {
-	if c.status == 0 {
-		c.status = http.StatusOK
-	}
-	if len(c.body)+len(p) > c.max {
-		c.overflow = true
-		return len(p), nil
-	}
-	c.body = append(c.body, p...)
-	return len(p), nil
-}
-
-func (c *capture) code() int {
-	if c.status == 0 {
-		return http.StatusOK
-	}
-	return c.status
-}
 
 // stored is a response as the ledger keeps it.
 type stored struct {
@@ -150,7 +108,7 @@ func (m *Middleware) replay(w http.ResponseWriter, s stored) {
 	}
 	h[HeaderReplayed] = hdrTrue
 	h[HeaderRetention] = m.retention
-	if bodyAllowed(s.status) {
+	if capture.BodyAllowed(s.status) {
 		h["Content-Length"] = []string{strconv.Itoa(len(s.body))}
 	}
 	w.WriteHeader(s.status)

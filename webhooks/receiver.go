@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spentledger/spent"
+	"github.com/spentledger/spent/internal/capture"
 )
 
 // HeaderDuplicate is set to "true" on the 200 that answers a message whose
@@ -193,7 +194,7 @@ func (rc *Receiver) refuse(w http.ResponseWriter, err error) {
 
 // run runs next for a fresh claim and settles the claim before answering.
 func (rc *Receiver) run(w http.ResponseWriter, r *http.Request, next http.Handler, msg Message, key string, seq spent.Seq, body []byte) {
-	cw := &capture{header: http.Header{}, max: rc.o.MaxResponse}
+	cw := capture.New(rc.o.MaxResponse)
 	r2 := r.WithContext(context.WithValue(r.Context(), messageKey{}, msg))
 	r2.Body = io.NopCloser(bytes.NewReader(body))
 	r2.ContentLength = int64(len(body))
@@ -202,18 +203,18 @@ func (rc *Receiver) run(w http.ResponseWriter, r *http.Request, next http.Handle
 
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), rc.o.StoreTimeout)
 	defer cancel()
-	status := cw.code()
-	if panicked || cw.overflow || status < 200 || status > 299 {
+	status := cw.Status()
+	if panicked || cw.Overflow() || status < 200 || status > 299 {
 		rc.release(ctx, key, seq)
 		if panicked {
 			panic(pv)
 		}
-		if cw.overflow {
+		if cw.Overflow() {
 			rc.log.Error("webhooks: response over MaxResponse; message released", "max", rc.o.MaxResponse)
 			writeProblem(w, http.StatusInternalServerError, CodeInternal, "response too large", 0)
 			return
 		}
-		cw.send(w)
+		cw.Send(w)
 		return
 	}
 	if err := rc.complete(ctx, key, seq); err != nil {
@@ -230,7 +231,7 @@ func (rc *Receiver) run(w http.ResponseWriter, r *http.Request, next http.Handle
 			rc.log.Error("webhooks: completing a handled message failed; its id is free again when the lease ends", "source", msg.Source, "id", msg.ID, "err", err)
 		}
 	}
-	cw.send(w)
+	cw.Send(w)
 }
 
 // call runs the handler, recovering a panic so that the claim can be
@@ -323,52 +324,4 @@ func readBody(r *http.Request, max int64) ([]byte, int) {
 		return nil, http.StatusRequestEntityTooLarge
 	}
 	return buf.Bytes(), 0
-}
-
-// capture holds a handler's response until the claim is settled.
-type capture struct {
-	header   http.Header
-	status   int
-	body     []byte
-	max      int
-	overflow bool
-}
-
-func (c *capture) Header() http.Header { return c.header }
-
-func (c *capture) WriteHeader(status int) {
-	if c.status == 0 {
-		c.status = status
-	}
-}
-
-func (c *capture) Write(b []byte) (int, error) {
-	if c.status == 0 {
-		c.status = http.StatusOK
-	}
-	if len(c.body)+len(b) > c.max {
-		c.overflow = true
-		return 0, errResponseTooLarge
-	}
-	c.body = append(c.body, b...)
-	return len(b), nil
-}
-
-var errResponseTooLarge = errors.New("webhooks: response over MaxResponse")
-
-func (c *capture) code() int {
-	if c.status == 0 {
-		return http.StatusOK
-	}
-	return c.status
-}
-
-// send writes the captured response to w.
-func (c *capture) send(w http.ResponseWriter) {
-	h := w.Header()
-	for k, v := range c.header {
-		h[k] = v
-	}
-	w.WriteHeader(c.code())
-	w.Write(c.body)
 }

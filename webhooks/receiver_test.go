@@ -633,3 +633,30 @@ func TestOverHTTPClient(t *testing.T) {
 		t.Errorf("store claims after a stale delivery: got %d, want %d", got, claims)
 	}
 }
+
+// TestInformationalStatusIsNotTheAnswer: a handler that sends 103 Early
+// Hints before its 200 succeeded. The receiver took the first status it
+// was given, 103, for the answer, saw no 2xx and released the id, so the
+// sender's retry ran the handler again; the idempotency middleware's
+// capture ignored 1xx, and the two now share one.
+func TestInformationalStatusIsNotTheAnswer(t *testing.T) {
+	e := newEnv(t, testOptions())
+	calls := 0
+	h := e.rc.Handler(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		calls++
+		w.Header().Set("Link", "</style.css>; rel=preload")
+		w.WriteHeader(http.StatusEarlyHints)
+		w.Write([]byte("done"))
+	}))
+	m := e.newMsg("msg_hints", `{}`)
+	for i, dup := range []string{"", "true"} {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, m.request())
+		if w.Code != http.StatusOK || w.Header().Get(webhooks.HeaderDuplicate) != dup {
+			t.Fatalf("delivery %d: got %d dup=%q, want 200 dup=%q", i, w.Code, w.Header().Get(webhooks.HeaderDuplicate), dup)
+		}
+	}
+	if calls != 1 {
+		t.Fatalf("handler calls: got %d, want 1: the first delivery succeeded", calls)
+	}
+}
