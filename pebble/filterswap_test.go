@@ -109,7 +109,7 @@ func writeVFS(t *testing.T, fs vfs.FS, path string, b []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.Write(b); err == nil {
+	if _, err = f.Write(b); err == nil {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {

@@ -108,7 +108,6 @@ func TestDelRacingSetNX(t *testing.T) {
 	f := start(t, false, nil) // "r:" rolls back in "roll": lease 2 s, window 1 s
 	ctx := context.Background()
 	const workers = 50
-	type acked struct{ key string }
 	var mu sync.Mutex
 	var ok []string
 	var wg sync.WaitGroup
