@@ -25,7 +25,7 @@ type ClientOptions struct {
 	// and only a timeout turns it into a retry.
 	HTTPClient *http.Client
 	// MaxAttempts bounds the sends of one request, the first included.
-	// Default 6 (seed 001's client).
+	// Default 6.
 	MaxAttempts int
 	// BaseDelay is the cap of the first backoff; the cap doubles with each
 	// retry up to MaxDelay, and each wait is drawn uniformly between zero

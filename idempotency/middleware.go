@@ -124,7 +124,7 @@ type Info struct {
 	// stores its HMAC, the hash that "spent unknown list" prints.
 	LedgerKey string
 	// AppliedSeq is the seq of the applied marker once Applied has returned
-	// nil (the "machine_id:int" of seed 001: unique, increasing per node),
+	// nil (a "machine_id:int": unique, increasing per node),
 	// zero before.
 	AppliedSeq spent.Seq
 }

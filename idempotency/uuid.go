@@ -9,8 +9,8 @@ import (
 
 // NewKey returns a random (version 4) UUID in its 36-character text form,
 // one key per logical request. 122 of its bits come from rnd (nil means
-// crypto/rand); seed 001 works out why a collision is not a practical
-// concern.
+// crypto/rand): two keys collide with probability about n²/2¹²³ among n
+// keys, 10⁻¹⁹ for a billion, which is not a practical concern.
 func NewKey(rnd io.Reader) (string, error) {
 	if rnd == nil {
 		rnd = rand.Reader

@@ -50,7 +50,7 @@ type Prefix struct {
 	Namespace string
 	// Rollback makes SET … NX and SETNX hold the key pending (a two-step
 	// claim) for half the namespace's lease, so that DEL can roll the spend
-	// back, as the relay of seed 000 does when a later check rejects the
+	// back, as a token relay does when a later check rejects the
 	// message; then the listener completes the claim with the value. The
 	// namespace must hold on lease expiry, so that a claim whose completion
 	// a crash cut short stays spent (an unknown outcome) rather than free.

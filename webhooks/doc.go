@@ -49,7 +49,7 @@
 // replay of a captured message is therefore refused by the timestamp check
 // once Tolerance has passed, and the ledger need remember the id only
 // until then: each claim expires at the message's timestamp + Tolerance +
-// Skew. Seed 002 puts webhook receivers in this cell: they refuse repeats,
+// Skew. Webhook receivers sit in this cell: they refuse repeats,
 // but only within the window the signature's timestamp allows, because
 // outside it the signature check takes over. The namespace's retention
 // must cover the longest such expiry counted from a claim, 2 × Tolerance +

@@ -1,4 +1,4 @@
-// Command gate is the ticket gate of seed 002: the payment table pointed the
+// Command gate is a ticket gate: the payment service's table pointed the
 // other way. Tickets are minted by the server (random ids in an
 // HMAC-signed QR payload); a scan admits a ticket once and refuses every
 // later scan, citing when and at which gate it was first seen. The ledger

@@ -15,7 +15,7 @@ import (
 	"github.com/spentledger/spent/idempotency"
 )
 
-// newPayClient is seed 001's client: at most six tries of one payment, each
+// newPayClient is the service's client: at most six tries of one payment, each
 // with a 10-second timeout, under one key.
 func newPayClient(journal *idempotency.Journal, timeout time.Duration) (*idempotency.Client, error) {
 	o := idempotency.DefaultClientOptions()

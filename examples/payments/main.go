@@ -1,4 +1,4 @@
-// Command payments is the payment service of seed 001 on the
+// Command payments is a payment service on the
 // Idempotency-Key middleware (package
 // github.com/spentledger/spent/idempotency) and the embedded pebble store:
 // a payment is sent at most once per key, whatever the client's retries,
@@ -37,7 +37,7 @@
 // # Failure injection
 //
 // --fail-rate P fails each request with probability P at each of the three
-// points seed 001 names, answering 500 "simulated failure N":
+// points where a payment service fails, answering 500 "simulated failure N":
 //
 //  1. before the check: before the middleware looks at the ledger;
 //  2. before the side effect: in the handler, before Applied (the key is

@@ -2,7 +2,8 @@
 // message's signature (v1 HMAC-SHA256 or v1a ed25519) and timestamp, and
 // hands each message id to its handler once, remembering ids in a spent
 // ledger for exactly as long as a replay of the message could still pass
-// the timestamp check (seed 002's refuse-within-the-signature-window cell).
+// the timestamp check: it refuses repeats only within the window the
+// signature's timestamp allows.
 //
 // Run it on the embedded pebble store, with the sender's secrets and keys
 // in a file (one whsec_... or whpk_... per line):
