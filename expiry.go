@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/bits"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -224,22 +225,9 @@ func ParseExpiresIn(s string) (Expiry, error) {
 	if len(s) < 3 || s[0] != 'P' {
 		return bad("no P and value")
 	}
-	e := Expiry{kind: kindIn, what: s}
-	var total uint64 // nanoseconds, saturated at math.MaxInt64
-	over := false
-	add := func(n uint64, unit time.Duration) {
-		hi, lo := bits.Mul64(n, uint64(unit))
-		sum, carry := bits.Add64(total, lo, 0)
-		if hi != 0 || carry != 0 || sum > math.MaxInt64 {
-			over = true
-			return
-		}
-		total = sum
-	}
-	order := "WDTHMS"
-	last := -1
-	inTime := false
-	any := false
+	var sum nanoSum
+	last := -1 // the place in isoUnits of the last unit read
+	inTime, any := false, false
 	for i := 1; i < len(s); {
 		if s[i] == 'T' {
 			if inTime || i == len(s)-1 {
@@ -249,76 +237,126 @@ func ParseExpiresIn(s string) (Expiry, error) {
 			i++
 			continue
 		}
-		j := i
-		for j < len(s) && '0' <= s[j] && s[j] <= '9' {
-			j++
+		c, why := isoComponent(s, i)
+		if why != "" {
+			return bad(why)
 		}
-		if j == i {
-			return bad("a component without digits")
-		}
-		digits := s[i:j]
-		frac := ""
-		if j < len(s) && (s[j] == '.' || s[j] == ',') {
-			k := j + 1
-			for k < len(s) && '0' <= s[k] && s[k] <= '9' {
-				k++
-			}
-			if k == j+1 {
-				return bad("a fraction without digits")
-			}
-			frac, j = s[j+1:k], k
-		}
-		if j == len(s) {
-			return bad("a number without its unit letter")
-		}
-		letter := s[j]
-		if letter == 'Y' || (letter == 'M' && !inTime) {
+		if c.letter == 'Y' || (c.letter == 'M' && !inTime) {
 			return bad("years and months have no fixed length; give days")
 		}
-		pos := -1
-		for k := range len(order) {
-			if order[k] == letter {
-				pos = k
-			}
-		}
-		if pos < 0 || pos <= last || (pos >= 3) != inTime {
+		pos := strings.IndexByte(isoUnits, c.letter)
+		if pos < 0 || c.letter == 'T' || pos <= last || (pos >= 3) != inTime {
 			return bad("units out of order or unknown (W, D, then T, H, M, S)")
 		}
-		if frac != "" && letter != 'S' {
+		if c.frac != "" && c.letter != 'S' {
 			return bad("only seconds may have a fraction")
 		}
-		last = pos
-		any = true
-		n, err := strconv.ParseUint(digits, 10, 64)
-		if err != nil {
-			over = true // more digits than any duration
-		}
-		unit := map[byte]time.Duration{'W': 7 * 24 * time.Hour, 'D': 24 * time.Hour, 'H': time.Hour, 'M': time.Minute, 'S': time.Second}[letter]
-		if !over {
-			add(n, unit)
-		}
-		if frac != "" && !over {
-			if len(frac) > 9 {
-				frac = frac[:9]
-			}
-			f, _ := strconv.ParseUint(frac, 10, 64)
-			for range 9 - len(frac) {
-				f *= 10
-			}
-			add(f, time.Nanosecond)
-		}
-		i = j + 1
+		last, any = pos, true
+		sum.addDigits(c.digits, isoUnitLen[pos])
+		sum.addFraction(c.frac)
+		i = c.next
 	}
 	if !any {
 		return bad("no components")
 	}
+	e := Expiry{kind: kindIn, what: s}
 	switch {
-	case over:
+	case sum.over:
 		e.in, e.over = math.MaxInt64, true
-	case total == 0:
+	case sum.total == 0:
 		e.past = true
 	default:
-		e.in = time.Duration(total)
+		e.in = time.Duration(sum.total)
 	}
 	return e, nil
+}
+
+// isoUnits are the unit letters of an ISO 8601 duration that ParseExpiresIn
+// takes, in the order they must come (H, M and S after the T), and
+// isoUnitLen their lengths.
+const isoUnits = "WDTHMS"
+
+var isoUnitLen = [len(isoUnits)]time.Duration{7 * 24 * time.Hour, 24 * time.Hour, 0, time.Hour, time.Minute, time.Second}
+
+// isoPart is one component of an ISO 8601 duration: its digits, the digits
+// of its fraction (none when empty), its unit letter, and where the next
+// one begins.
+type isoPart struct {
+	digits, frac string
+	letter       byte
+	next         int
+}
+
+// isoComponent reads the component of s that begins at i, or says what is
+// wrong with it.
+func isoComponent(s string, i int) (isoPart, string) {
+	digitsFrom := func(i int) int {
+		for i < len(s) && '0' <= s[i] && s[i] <= '9' {
+			i++
+		}
+		return i
+	}
+	j := digitsFrom(i)
+	if j == i {
+		return isoPart{}, "a component without digits"
+	}
+	c := isoPart{digits: s[i:j]}
+	if j < len(s) && (s[j] == '.' || s[j] == ',') {
+		k := digitsFrom(j + 1)
+		if k == j+1 {
+			return isoPart{}, "a fraction without digits"
+		}
+		c.frac, j = s[j+1:k], k
+	}
+	if j == len(s) {
+		return isoPart{}, "a number without its unit letter"
+	}
+	c.letter, c.next = s[j], j+1
+	return c, ""
+}
+
+// nanoSum adds up a duration in nanoseconds, and says whether it passed
+// math.MaxInt64 (then it stops adding).
+type nanoSum struct {
+	total uint64
+	over  bool
+}
+
+// add adds n units of unit.
+func (t *nanoSum) add(n uint64, unit time.Duration) {
+	if t.over {
+		return
+	}
+	hi, lo := bits.Mul64(n, uint64(unit))
+	sum, carry := bits.Add64(t.total, lo, 0)
+	if hi != 0 || carry != 0 || sum > math.MaxInt64 {
+		t.over = true
+		return
+	}
+	t.total = sum
+}
+
+// addDigits adds the decimal digits of a component, in unit; more digits
+// than 64 bits hold are more than any duration.
+func (t *nanoSum) addDigits(digits string, unit time.Duration) {
+	n, err := strconv.ParseUint(digits, 10, 64)
+	if err != nil {
+		t.over = true
+		return
+	}
+	t.add(n, unit)
+}
+
+// addFraction adds a fraction of a second given by its digits, to the
+// nanosecond (further digits are dropped).
+func (t *nanoSum) addFraction(frac string) {
+	if frac == "" {
+		return
+	}
+	frac = frac[:min(len(frac), 9)]
+	f, _ := strconv.ParseUint(frac, 10, 64)
+	for range 9 - len(frac) {
+		f *= 10
+	}
+	t.add(f, time.Nanosecond)
 }

@@ -190,6 +190,7 @@ func TestParseExpiresIn(t *testing.T) {
 		{"P1M", -1},
 		{"PT", -1},
 		{"P", -1},
+		{"P1T", -1}, {"P1TT5S", -1}, {"P1T5S", -1},
 		{"", -1},
 		{"30S", -1},
 		{"PT1H2H", -1},
