@@ -4,7 +4,7 @@ GO ?= go
 # Extra flags for `make bench`, e.g. BENCH_FLAGS='--concurrency 64 --batch 100'.
 BENCH_FLAGS ?=
 
-.PHONY: build test vet bench soak run
+.PHONY: build test test-short vet bench soak run
 
 # The release binary in bin/spent: without build paths (-trimpath) and
 # without the symbol table and DWARF (-s -w). The commit is stamped for
@@ -18,6 +18,13 @@ build:
 # for the 2-core CI machine.
 test:
 	$(GO) test -race -timeout 20m ./...
+
+# The quick lane for a developer: every package with -short (tests that
+# honour it run fewer rounds) and without the race detector. 363 s on the
+# 2-core machine on 2026-12-03, most of it cmd/spent's process tests and the
+# shared stores' suites; `make test` still runs everything.
+test-short:
+	$(GO) test -short ./...
 
 vet:
 	$(GO) vet ./...
