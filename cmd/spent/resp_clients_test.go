@@ -17,7 +17,7 @@ import (
 	"time"
 )
 
-// relayConfig is the relay's ledger of seed 000 (section 2): spent tokens
+// relayConfig is a Privacy Pass relay's ledger: spent tokens
 // under "tokens:redeemed:", refused on any repeat, kept 30 h, and a
 // rollback window of half the 2 s lease in which DEL gives a spend back.
 const relayConfig = `[namespaces.relay-tokens]
@@ -48,7 +48,7 @@ var relayLines = []string{
 	"done",
 }
 
-// TestRESPClients runs the relay flow of seed 000 (spend, repeat, roll back
+// TestRESPClients runs a token relay's flow (spend, repeat, roll back
 // by DEL, a pipelined burst, DEL refused once the rollback window closed)
 // with Redis clients written elsewhere: redis-cli, redis-py and node-redis,
 // each against its own spent.
