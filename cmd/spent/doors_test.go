@@ -287,6 +287,26 @@ func httpReply(resp *http.Response, a httpAnswer) doortest.Reply {
 }
 
 func (d doorHTTP) SignIn(ctx context.Context, addr string, tokens []string) ([]doortest.Reply, bool, error) {
+	return signIn(ctx, addr, tokens, func(nc net.Conn, r *bufio.Reader, tok string) (doortest.Reply, error) {
+		if _, err := nc.Write(d.Read(tok, doortest.NSClaims, "sign-in")); err != nil {
+			return doortest.Reply{}, err
+		}
+		resp, a, err := readHTTP(r)
+		if err != nil {
+			return doortest.Reply{}, err
+		}
+		rep := httpReply(resp, a)
+		if rep.Code == "not_found" {
+			rep.Code = "" // signed in: the key has no record
+		}
+		return rep, nil
+	})
+}
+
+// signIn tries each token in turn on one connection to addr with try, and
+// returns the answers and whether the server closed the connection (the
+// answers then stop there).
+func signIn(ctx context.Context, addr string, tokens []string, try func(net.Conn, *bufio.Reader, string) (doortest.Reply, error)) ([]doortest.Reply, bool, error) {
 	nc, err := dialDoor(ctx, addr)
 	if err != nil {
 		return nil, false, err
@@ -295,22 +315,12 @@ func (d doorHTTP) SignIn(ctx context.Context, addr string, tokens []string) ([]d
 	r := bufio.NewReader(nc)
 	var answers []doortest.Reply
 	for _, tok := range tokens {
-		if _, err := nc.Write(d.Read(tok, doortest.NSClaims, "sign-in")); err != nil {
-			if isClosed(err) {
-				return answers, true, nil
-			}
-			return answers, false, err
-		}
-		resp, a, err := readHTTP(r)
+		rep, err := try(nc, r, tok)
 		if err != nil {
 			if isClosed(err) {
 				return answers, true, nil
 			}
 			return answers, false, err
-		}
-		rep := httpReply(resp, a)
-		if rep.Code == "not_found" {
-			rep.Code = "" // signed in: the key has no record
 		}
 		answers = append(answers, rep)
 	}
@@ -607,34 +617,20 @@ func (doorRESP) ReadReply(r *bufio.Reader) (doortest.Reply, error) {
 }
 
 func (d doorRESP) SignIn(ctx context.Context, addr string, tokens []string) ([]doortest.Reply, bool, error) {
-	nc, err := dialDoor(ctx, addr)
-	if err != nil {
-		return nil, false, err
-	}
-	defer nc.Close()
-	r := bufio.NewReader(nc)
-	var answers []doortest.Reply
-	for _, tok := range tokens {
+	return signIn(ctx, addr, tokens, func(nc net.Conn, r *bufio.Reader, tok string) (doortest.Reply, error) {
 		if _, err := nc.Write(d.Hello(tok)); err != nil {
-			if isClosed(err) {
-				return answers, true, nil
-			}
-			return answers, false, err
+			return doortest.Reply{}, err
 		}
 		v, err := readRESP(r)
 		if err != nil {
-			if isClosed(err) {
-				return answers, true, nil
-			}
-			return answers, false, err
+			return doortest.Reply{}, err
 		}
 		rep := respReply(v)
 		if rep.Outcome == "fresh" {
 			rep.Outcome = "" // AUTH's OK
 		}
-		answers = append(answers, rep)
-	}
-	return answers, false, nil
+		return rep, nil
+	})
 }
 
 // respDoorClient is one signed-in RESP connection, one command at a time.
