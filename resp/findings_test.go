@@ -209,11 +209,7 @@ func heapInUse() uint64 {
 // one value while its client does not read.
 func TestPipelinedReadsOfALargeValue(t *testing.T) {
 	f := start(t, false, nil)
-	ctx := context.Background()
-	value := bytes.Repeat([]byte("v"), 1<<20)
-	if err := f.client(t, nil).SetNX(ctx, "e:big", value, 0).Err(); err != nil {
-		t.Fatal(err)
-	}
+	f.storeBig(t)
 	base := heapInUse()
 	stop := make(chan struct{})
 	peak := heapPeak(stop)
@@ -630,11 +626,7 @@ func TestRepliesShareTheBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := start(t, false, func(rc *resp.Config) { rc.Budget, rc.Registerer = budget, reg })
-	ctx := context.Background()
-	value := bytes.Repeat([]byte("v"), 1<<20)
-	if err := f.client(t, nil).SetNX(ctx, "e:big", value, 0).Err(); err != nil {
-		t.Fatal(err)
-	}
+	f.storeBig(t)
 	base := heapInUse()
 	stop := make(chan struct{})
 	peak := heapPeak(stop)
@@ -664,4 +656,14 @@ func TestRepliesShareTheBudget(t *testing.T) {
 	if !strings.Contains(text, `spent_resp_refused_total{reason="busy"}`) {
 		t.Fatalf("no read was refused for the budget:\n%s", text)
 	}
+}
+
+// storeBig claims e:big with a value of 1 MiB and returns the value.
+func (f *fixture) storeBig(t *testing.T) []byte {
+	t.Helper()
+	value := bytes.Repeat([]byte("v"), 1<<20)
+	if err := f.client(t, nil).SetNX(context.Background(), "e:big", value, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	return value
 }
