@@ -50,13 +50,12 @@ const (
 	// margin absorbs the claims decided while the larger one is built.
 	growLoad = 0.85
 	// placeLoad is the load up to which an insert displaces fingerprints
-	// to place a new one in the buckets. With maxKicks, the first
-	// fingerprint goes to the stash at 95.8 to 97.1% full (uniform keys,
-	// 64 to 1M buckets), and an insert costs on average (4M buckets) 0.2
-	// µs up to 85%, 0.7 µs from 85 to 90%, 1.4 µs to 93%, 3.1 µs to 95%,
-	// 6.2 µs to 96%; further, nearly every insert would make maxKicks
-	// displacements only to end in the stash. So past placeLoad an insert
-	// that finds its two buckets full goes straight to the stash.
+	// to place a new one in the buckets. Four-lane buckets place keys up
+	// to about 95% full, and the displacements an insert makes grow
+	// steeply as they fill; further, nearly every insert would make
+	// maxKicks displacements only to end in the stash. So past placeLoad
+	// an insert that finds its two buckets full goes straight to the stash
+	// (TestFilterInsertPastFullIsBounded counts the displacements).
 	placeLoad = 0.95
 )
 
@@ -249,10 +248,6 @@ func (f *filter) bytes() int { return 8*len(f.buckets) + 8*len(f.stash.slots) }
 
 // full reports whether the filter is past growLoad: time for a larger one.
 func (f *filter) full() bool { return float64(f.n) > growLoad*float64(lanes*f.m) }
-
-// holds reports whether k more fingerprints leave the filter within
-// placeLoad, where inserts still place them in its buckets.
-func (f *filter) holds(k int) bool { return k <= f.placeMax-f.n }
 
 // touch is called before bucket i changes: a save in progress keeps the
 // chunk's contents as they were when it began.

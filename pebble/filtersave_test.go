@@ -451,8 +451,9 @@ func crashAfterClaims(t *testing.T, opts pebble.Options, n int) (vfs.FS, []spent
 // small, then claimed far more keys than that filter holds, and was killed
 // before its next save (the attack F8: a fresh store stopped cleanly, a
 // million claims, kill -9, and the restart spent 12 min 53 s inserting the
-// journal into the 64-bucket filter before it served). Open counts the
-// journal first, refuses the file as too small for it, returns at once,
+// journal into the 64-bucket filter before it served). Open stops
+// inserting the journal once it would fill the file past 95%, refuses the
+// file as too small for it, returns at once,
 // and rebuilds in the background, sized for the records in one build.
 // When the journal fits, the file is loaded and the journal replayed, with
 // progress in the log.
