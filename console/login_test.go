@@ -1,38 +1,19 @@
 package console_test
 
 import (
-	"bytes"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/spentledger/spent/console"
 	"github.com/spentledger/spent/door"
+	"github.com/spentledger/spent/internal/syncbuf"
 )
-
-// logBuffer is a log's text, written by the server's goroutines.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // refusedLogin posts tok to the login form of a new browser's session.
 func (e *env) refusedLogin(tb testing.TB, tok string) page {
@@ -46,7 +27,7 @@ func (e *env) refusedLogin(tb testing.TB, tok string) page {
 // answer, byte for byte, so that the page cannot sort guessed tokens; the
 // operator's log tells the reasons apart, and never holds the token.
 func TestRefusedLoginsAnswerAlike(t *testing.T) {
-	var log logBuffer
+	var log syncbuf.Buffer
 	e := MustOpen(t, tokens, func(c *console.Config) { c.Logger = slog.New(slog.NewTextHandler(&log, nil)) })
 	const unknownToken = "not-a-token-0123456789"
 	var pages []page

@@ -2,7 +2,6 @@ package door_test
 
 import (
 	"bufio"
-	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"io"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/spentledger/spent/door"
+	"github.com/spentledger/spent/internal/syncbuf"
 	"github.com/spentledger/spent/internal/tlstest"
 )
 
@@ -137,9 +137,8 @@ func TestConnsBusyAndSignedInStay(t *testing.T) {
 // line for the first failure of an address, then one a minute with the
 // count.
 func TestThrottle(t *testing.T) {
-	var buf bytes.Buffer
-	var mu sync.Mutex
-	log := slog.New(slog.NewTextHandler(lockedWriter{&buf, &mu}, nil))
+	var buf syncbuf.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, nil))
 	th := door.NewThrottle(log)
 	now := time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)
 	th.SetClock(func() time.Time { return now })
@@ -160,9 +159,7 @@ func TestThrottle(t *testing.T) {
 	if got := th.Failed("resp", "192.0.2.1:6000", "unknown token"); got != door.FirstAuthDelay {
 		t.Fatalf("after the window: delay %v, want %v", got, door.FirstAuthDelay)
 	}
-	mu.Lock()
 	out := buf.String()
-	mu.Unlock()
 	if n := strings.Count(out, "remote=192.0.2.1"); n != 2 {
 		t.Fatalf("log lines for 192.0.2.1: got %d, want 2 (the first, then one after a minute with the count)\n%s", n, out)
 	}
@@ -172,17 +169,6 @@ func TestThrottle(t *testing.T) {
 	if th.Total() != 12 {
 		t.Fatalf("Total: got %d, want 12", th.Total())
 	}
-}
-
-type lockedWriter struct {
-	b  *bytes.Buffer
-	mu *sync.Mutex
-}
-
-func (w lockedWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
 }
 
 // TestBudget: reservations fit or not, and come back.
